@@ -196,4 +196,9 @@ class Every:
         >>> Every(5, start=1).get_config()
         {'n': 5, 'start': 1, 'first': False, 'last': False}
         """
-        return {"n": self.n, "start": self.start, "first": self.first, "last": self.last}
+        return {
+            "n": self.n,
+            "start": self.start,
+            "first": self.first,
+            "last": self.last,
+        }

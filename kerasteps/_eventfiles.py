@@ -1,0 +1,227 @@
+"""TensorBoard event files: writing, and dropping the steps after a resume (private).
+
+Files are written with TensorBoard's own record writer and protos, through
+`tf.io.gfile`, so remote log directories (`gs://...`) work like local ones.
+
+File names sort in the order they were written (`events.out.tfevents.<seconds>.<seq>.
+<host>.<pid>.kerasteps`): TensorBoard reads the files of a run in name order, so a
+resumed run's file always comes after the files it continues.
+
+Resume: when a run restarts from step `s`, every event file of a run directory that
+holds a summary at a step after `s` is rewritten without those events (and without
+duplicated `(tag, step)` pairs); the rewritten data replaces the first file
+atomically, the other old files are then removed. TensorBoard's readers (the Python
+`EventAccumulator` and the data server behind `tensorboard --logdir`) then simply
+never see the dropped steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_file_loader
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.histogram import metadata as histogram_metadata
+from tensorboard.plugins.image import metadata as image_metadata
+from tensorboard.summary.writer.record_writer import RecordWriter
+from tensorboard.util import tensor_util
+
+_NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
+_SEQ_LOCK = threading.Lock()
+
+
+def is_event_file(name: str) -> bool:
+    return "tfevents" in os.path.basename(name)
+
+
+def event_files(run_dir: str) -> list[str]:
+    """Event files directly in `run_dir`, in the order TensorBoard reads them."""
+    if not tf.io.gfile.isdir(run_dir):
+        return []
+    names = [n for n in tf.io.gfile.listdir(run_dir) if is_event_file(n)]
+    return [os.path.join(run_dir, n) for n in sorted(names)]
+
+
+def _new_file_path(run_dir: str) -> str:
+    """A new event file name that sorts after every file already in `run_dir`."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+    def name(stamp: int, seq: int) -> str:
+        return (
+            f"events.out.tfevents.{stamp:010d}.{seq:04d}.{host}.{os.getpid()}.kerasteps"
+        )
+
+    with _SEQ_LOCK:
+        existing = [os.path.basename(p) for p in event_files(run_dir)]
+        last = max(existing) if existing else ""
+        candidate = name(int(time.time()), 0)
+        if candidate <= last:
+            match = _NAME_RE.search(last)
+            if match:
+                candidate = name(int(match.group(1)), int(match.group(2)) + 1)
+            if candidate <= last:
+                digits = re.search(r"tfevents\.(\d+)", last)
+                stamp = int(digits.group(1)) + 1 if digits else int(time.time()) + 1
+                candidate = name(stamp, 0)
+        return os.path.join(run_dir, candidate)
+
+
+def read_events(path: str):
+    """Yields the `Event` protos of one event file (TensorBoard's loader)."""
+    loader = event_file_loader.LegacyEventFileLoader(path)
+    yield from loader.Load()
+
+
+class EventWriter:
+    """Appends events to one new event file of a run directory (private helper)."""
+
+    def __init__(self, run_dir: str):
+        tf.io.gfile.makedirs(run_dir)
+        self.path = _new_file_path(run_dir)
+        self._file = tf.io.gfile.GFile(self.path, "wb")
+        self._writer = RecordWriter(self._file)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._write(
+            event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+        )
+        self.flush()
+
+    def _write(self, event: event_pb2.Event) -> None:
+        self._writer.write(event.SerializeToString())
+
+    def write_summary(
+        self, step: int, values: list[summary_pb2.Summary.Value], wall_time: float
+    ) -> None:
+        if not values:
+            return
+        event = event_pb2.Event(
+            wall_time=wall_time,
+            step=int(step),
+            summary=summary_pb2.Summary(value=values),
+        )
+        with self._lock:
+            self._write(event)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._writer.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._writer.flush()
+                self._file.close()
+
+
+def scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
+    return summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
+
+
+def histogram_value(tag: str, data, buckets: int = 30) -> summary_pb2.Summary.Value:
+    """A TF2-style histogram summary value (plugin `histograms`)."""
+    data = np.asarray(data, dtype=np.float64).reshape(-1)
+    data = data[np.isfinite(data)]
+    if data.size == 0:
+        table = np.zeros((0, 3))
+    else:
+        low, high = float(data.min()), float(data.max())
+        if low == high:
+            table = np.array([[low - 0.5, low + 0.5, float(data.size)]])
+        else:
+            counts, edges = np.histogram(data, bins=buckets, range=(low, high))
+            table = np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], 1)
+    return summary_pb2.Summary.Value(
+        tag=tag,
+        metadata=histogram_metadata.create_summary_metadata(
+            display_name=tag, description=""
+        ),
+        tensor=tensor_util.make_tensor_proto(table, dtype=np.float64),
+    )
+
+
+def image_value(
+    tag: str, png: bytes, width: int, height: int
+) -> summary_pb2.Summary.Value:
+    """A TF2-style image summary value holding one PNG."""
+    content = np.array([str(width).encode(), str(height).encode(), png], dtype=object)
+    return summary_pb2.Summary.Value(
+        tag=tag,
+        metadata=image_metadata.create_summary_metadata(
+            display_name=tag, description="", max_images=1
+        ),
+        tensor=tensor_util.make_tensor_proto(content, dtype=np.object_),
+    )
+
+
+def max_summary_step(run_dir: str) -> int | None:
+    """The largest step holding a summary in a run directory, or None."""
+    best = None
+    for path in event_files(run_dir):
+        for event in read_events(path):
+            if event.HasField("summary") and (best is None or event.step > best):
+                best = event.step
+    return best
+
+
+def truncate_after(run_dir: str, step: int) -> int:
+    """Drops every summary after `step` from a run directory's event files.
+
+    Returns:
+        The number of summary values dropped (0 when nothing was after `step`).
+    """
+    paths = event_files(run_dir)
+    if not paths:
+        return 0
+    kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]] = {}
+    order: list[tuple[str, int]] = []
+    others: list[event_pb2.Event] = []
+    dropped = 0
+    duplicates = 0
+    for path in paths:
+        for event in read_events(path):
+            if not event.HasField("summary"):
+                if event.step <= step and not event.file_version:
+                    others.append(event)
+                continue
+            for value in event.summary.value:
+                key = (value.tag, event.step)
+                if event.step > step:
+                    dropped += 1
+                    continue
+                if key in kept:
+                    duplicates += 1
+                else:
+                    order.append(key)
+                kept[key] = (event.wall_time, value)
+    if dropped == 0 and duplicates == 0:
+        return 0
+    # Rewrite: one file, steps in order, then replace the first old file atomically.
+    order.sort(key=lambda key: (key[1], kept[key][0]))
+    tmp_path = os.path.join(run_dir, f".kerasteps-rewrite-{os.getpid()}.tmp")
+    with tf.io.gfile.GFile(tmp_path, "wb") as handle:
+        writer = RecordWriter(handle)
+        first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+        writer.write(first.SerializeToString())
+        for event in others:
+            writer.write(event.SerializeToString())
+        for key in order:
+            wall_time, value = kept[key]
+            event = event_pb2.Event(
+                wall_time=wall_time,
+                step=key[1],
+                summary=summary_pb2.Summary(value=[value]),
+            )
+            writer.write(event.SerializeToString())
+        writer.flush()
+    tf.io.gfile.rename(tmp_path, paths[0], overwrite=True)
+    for path in paths[1:]:
+        tf.io.gfile.remove(path)
+    return dropped

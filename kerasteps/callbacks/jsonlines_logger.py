@@ -1,0 +1,171 @@
+"""`JSONLinesLogger`: one JSON object per logged global step."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from typing import Any
+
+import tensorflow as tf
+
+from kerasteps.callbacks._hub import StepEvent
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.schedule import Every
+
+__all__ = ["JSONLinesLogger"]
+
+logger = logging.getLogger("kerasteps")
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf": JSON has no literal for them
+    return value
+
+
+def check_writable_file(path: str, argument: str) -> str:
+    """Raises `ValueError` naming `argument` when `path` cannot be written."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"`{argument}` must be a file path, received {path!r}.")
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        raise ValueError(
+            f"`{argument}` must be a file path, received a directory: {path!r}."
+        )
+    parent = os.path.dirname(path) or "."
+    try:
+        tf.io.gfile.makedirs(parent)
+    except Exception as error:  # noqa: BLE001 - report as bad input
+        raise ValueError(
+            f"`{argument}` is not writable: cannot create directory {parent!r} "
+            f"({error})."
+        ) from error
+    if "://" not in path and not os.access(parent, os.W_OK):
+        raise ValueError(
+            f"`{argument}` is not writable: no write permission in {parent!r} "
+            f"(received {path!r})."
+        )
+    if "://" not in path and os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"`{argument}` is not writable: {path!r} is read-only.")
+    return path
+
+
+class JSONLinesLogger(StepCallback):
+    """Writes one JSON object per logged global step to a JSON-lines file.
+
+    Each line holds `step`, `time` (seconds since the epoch), every logged metric,
+    the validation values computed at that step, and the model's step counters
+    (`{"step": n}` for a plain model, `d_step`/`g_step` for a WGAN). Lines are
+    flushed as they are written, so `pandas.read_json(path, lines=True)` reads the
+    file while training runs. A step that ends an epoch is written at the epoch end,
+    with Keras's validation values of that step in the same line.
+
+    Resuming: when `fit()` starts at global step `s` and the file holds lines after
+    `s` (a run resumed from an earlier checkpoint), those lines are dropped first
+    (the file is rewritten atomically); earlier lines are kept, so no step is ever
+    written twice or goes backwards.
+
+    Args:
+        path: The file to append to (parent directories are created).
+        every: Positive int or `kerasteps.Every`, default 100.
+
+    Example:
+
+    >>> import numpy as np, keras, pandas as pd, tempfile, os
+    >>> from kerasteps.callbacks import JSONLinesLogger
+    >>> path = os.path.join(tempfile.mkdtemp(), "log.jsonl")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.ones((40, 2)), np.ones((40, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[JSONLinesLogger(path, every=5)])
+    >>> pd.read_json(path, lines=True)["step"].tolist()
+    [5, 10, 15, 20]
+    """
+
+    phase = 50
+    records_extras = True
+
+    def __init__(self, path: str | os.PathLike, every: int | Every = 100):
+        super().__init__(every)
+        self.path = check_writable_file(path, "path")
+        self._pending: dict[str, Any] | None = None
+        self._last_written: int | None = None
+        self._file = None
+        self._lock = threading.Lock()
+
+    # -- reading what is there ----------------------------------------------------
+    def _read_lines(self) -> list[tuple[int | None, str]]:
+        if not tf.io.gfile.exists(self.path):
+            return []
+        lines = []
+        with tf.io.gfile.GFile(self.path, "r") as handle:
+            for raw in handle.read().splitlines():
+                if not raw.strip():
+                    continue
+                try:
+                    step = int(json.loads(raw)["step"])
+                except (ValueError, KeyError, TypeError):
+                    step = None  # a torn last line from a killed run: dropped
+                lines.append((step, raw))
+        return lines
+
+    def on_run_begin(self, start_step: int) -> None:
+        lines = self._read_lines()
+        keep = [raw for step, raw in lines if step is not None and step <= start_step]
+        if len(keep) != len(lines):
+            dropped = len(lines) - len(keep)
+            tmp = self.path + ".kerasteps-tmp"
+            with tf.io.gfile.GFile(tmp, "w") as handle:
+                handle.write("".join(line + "\n" for line in keep))
+            tf.io.gfile.rename(tmp, self.path, overwrite=True)
+            logger.info(
+                "JSONLinesLogger: run starts at step %d; dropped %d line(s) after it "
+                "from %s.",
+                start_step,
+                dropped,
+                self.path,
+            )
+        steps = [step for step, _ in lines if step is not None and step <= start_step]
+        self._last_written = max(steps) if steps else None
+        self._pending = None
+        self._file = tf.io.gfile.GFile(self.path, "a")
+
+    # -- writing ------------------------------------------------------------------
+    def _flush_pending(self) -> None:
+        record = self._pending
+        self._pending = None
+        if record is None or self._file is None:
+            return
+        if self._last_written is not None and record["step"] <= self._last_written:
+            return
+        line = json.dumps({k: _json_number(v) for k, v in record.items()})
+        self._file.write(line + "\n")
+        self._file.flush()
+        self._last_written = record["step"]
+
+    def on_step(self, event: StepEvent) -> None:
+        with self._lock:
+            if self._pending is not None and self._pending["step"] != event.step:
+                self._flush_pending()
+            if self._pending is None:
+                self._pending = {"step": event.step, "time": round(event.time, 6)}
+            self._pending.update(event.values())
+            if event.scheduled:
+                self._pending.update(event.counters)
+                self._pending["step"] = event.step
+            if not event.epoch_last:
+                self._flush_pending()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_pending()
+
+    def on_run_end(self, final_step: int) -> None:
+        with self._lock:
+            self._flush_pending()
+            if self._file is not None:
+                self._file.close()
+                self._file = None

@@ -1,0 +1,153 @@
+"""`LogEvery`: Python `logging` lines every N global steps."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kerasteps.callbacks._hub import StepEvent
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.schedule import Every
+
+__all__ = ["LogEvery"]
+
+DEFAULT_FORMAT = "{metrics} at step {step}"
+_DEFAULT_HANDLER_FORMAT = "%(levelname)s:%(name)s:%(message)s"
+
+
+def _format_value(value: Any, precision: int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{precision}f}"
+
+
+class LogEvery(StepCallback):
+    """Logs the training values every N global steps, like TF1's `log_every_n`.
+
+    Each line goes to the Python logger `kerasteps` (route it like any logger) and
+    reads, by default, `loss=1.396970 at step 101`: every logged metric, then the
+    model's other step counters (a WGAN's `d_step`), then the true global step.
+    Validation values computed at a step (`ValidateEvery`, Keras's epoch-end
+    validation) are logged at that step too.
+
+    If neither the `kerasteps` logger nor the root logger has a handler when
+    training starts, one handler printing `INFO:kerasteps:...` to stderr is added
+    to the `kerasteps` logger, so lines show up without any logging setup.
+
+    Args:
+        every: Positive int or `kerasteps.Every`, default 100. `Every(100, start=1)`
+            logs at steps 1, 101, 201 like TF1.
+        fmt: Line format, default `"{metrics} at step {step}"`. Fields: `{metrics}`
+            (the `name=value` pairs), `{step}`, and any value by name, e.g.
+            `"step {step}: loss {loss:.3f}"`. Or a callable `(step, values) -> str`.
+        keys: Optional sequence of value names to log, in that order. Default: all.
+        precision: Int, default 6, digits after the point for float values.
+        level: Logging level, default `logging.INFO`.
+        logger: Logger name or `logging.Logger`, default `"kerasteps"`.
+
+    Example:
+
+    >>> import logging, numpy as np, keras
+    >>> from kerasteps import Every
+    >>> from kerasteps.callbacks import LogEvery
+    >>> logging.basicConfig(level=logging.INFO)
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> x, y = np.ones((64, 2)), np.ones((64, 1))
+    >>> _ = model.fit(x, y, batch_size=2, verbose=0,
+    ...               callbacks=[LogEvery(Every(10, start=1))])  # steps 1, 11, 21, 31
+    """
+
+    phase = 50
+    records_extras = True
+
+    def __init__(
+        self,
+        every: int | Every = 100,
+        fmt: str | Callable[[int, dict[str, Any]], str] = DEFAULT_FORMAT,
+        keys: Sequence[str] | None = None,
+        precision: int = 6,
+        level: int = logging.INFO,
+        logger: str | logging.Logger = "kerasteps",
+    ):
+        super().__init__(every)
+        if not (isinstance(fmt, str) or callable(fmt)):
+            raise TypeError(
+                f"`fmt` must be a format string or a callable, received {fmt!r}."
+            )
+        if (
+            isinstance(precision, bool)
+            or not isinstance(precision, int)
+            or precision < 0
+        ):
+            raise ValueError(
+                f"`precision` must be an int >= 0, received {precision!r}."
+            )
+        if isinstance(keys, str):
+            raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
+        if not isinstance(level, int) or isinstance(level, bool):
+            raise TypeError(f"`level` must be a logging level int, received {level!r}.")
+        self.fmt = fmt
+        self.keys = None if keys is None else list(keys)
+        self.precision = precision
+        self.level = level
+        self.logger = (
+            logger if isinstance(logger, logging.Logger) else logging.getLogger(logger)
+        )
+
+    def on_run_begin(self, start_step: int) -> None:
+        self._ensure_visible()
+
+    def _ensure_visible(self) -> None:
+        log = self.logger
+        if log.handlers or logging.getLogger().handlers:
+            return
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(_DEFAULT_HANDLER_FORMAT))
+        log.addHandler(handler)
+        if log.level == logging.NOTSET or log.level > self.level:
+            log.setLevel(self.level)
+
+    def format_line(self, step: int, values: dict[str, Any]) -> str:
+        """Returns the log line for `values` at `step`.
+
+        Args:
+            step: The global step.
+            values: Name to value, in display order.
+
+        Example:
+
+        >>> from kerasteps.callbacks import LogEvery
+        >>> LogEvery().format_line(101, {"loss": 1.39697})
+        'loss=1.396970 at step 101'
+        """
+        if callable(self.fmt):
+            return self.fmt(step, values)
+        metrics = " ".join(
+            f"{name}={_format_value(value, self.precision)}"
+            for name, value in values.items()
+        )
+        return self.fmt.format(metrics=metrics, step=step, **values)
+
+    def on_step(self, event: StepEvent) -> None:
+        values = event.values()
+        if event.scheduled and not event.hub.is_plain:
+            for name, value in event.counters.items():
+                if name != event.hub.global_name:
+                    values[name] = value
+        if self.keys is not None:
+            values = {k: values[k] for k in self.keys if k in values}
+            if not values:
+                return
+        if not self.logger.isEnabledFor(self.level):
+            return
+        try:
+            line = self.format_line(event.step, values)
+        except (KeyError, IndexError, ValueError) as error:
+            line = (
+                f"{DEFAULT_FORMAT.format(metrics=values, step=event.step)} "
+                f"(fmt {self.fmt!r} failed: {error!r})"
+            )
+        self.logger.log(self.level, line)

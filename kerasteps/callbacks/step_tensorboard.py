@@ -1,0 +1,223 @@
+"""`StepTensorBoard`: TensorBoard scalars at the true global step."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import tensorflow as tf
+
+from kerasteps import _eventfiles
+from kerasteps.callbacks._hub import StepEvent
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.schedule import Every
+
+__all__ = ["StepTensorBoard"]
+
+logger = logging.getLogger("kerasteps")
+
+
+def check_writable_dir(path: str | os.PathLike, argument: str) -> str:
+    """Creates `path` if needed; raises `ValueError` naming `argument` if unwritable."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"`{argument}` must be a directory path, received {path!r}.")
+    path = os.fspath(path)
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise ValueError(
+            f"`{argument}` must be a directory, received the path of a file: {path!r}."
+        )
+    try:
+        tf.io.gfile.makedirs(path)
+    except Exception as error:  # noqa: BLE001 - report as bad input
+        raise ValueError(
+            f"`{argument}` is not writable: cannot create {path!r} ({error})."
+        ) from error
+    if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"`{argument}` is not writable: no write permission in {path!r}."
+        )
+    return path
+
+
+class StepTensorBoard(StepCallback):
+    """Writes TensorBoard scalars at the true global step, every N steps.
+
+    Training values go to the run `<log_dir>/train`, validation values (from
+    `ValidateEvery`, or Keras's own epoch-end validation, at the step they were
+    computed) to `<log_dir>/validation` under the same tag without `val_`, so
+    TensorBoard draws train and validation `loss` in one chart. Also written to
+    `train`: the learning rate of every optimizer (`learning_rate`, or
+    `learning_rate/d`, `learning_rate/g`; schedules evaluated at the step that
+    used them), the model's step counters (`counters/step`, or `counters/d_step`,
+    `counters/g_step`), and optionally weight histograms every M steps.
+
+    Unlike `keras.callbacks.TensorBoard(update_freq=N)`, the step continues across
+    `fit()` calls, new callback instances and models reloaded from `.keras` files,
+    and is exact with `steps_per_execution`. Files are TensorBoard event files
+    written with TensorBoard's own record writer (also to `gs://` paths).
+
+    Resuming: when `fit()` starts at global step `s` and a run directory holds
+    summaries after `s` (a run resumed from an earlier checkpoint), its event files
+    are rewritten without them first, so TensorBoard never shows a step twice.
+    Nothing else in `log_dir` is touched.
+
+    Args:
+        log_dir: Directory for the runs (created if missing).
+        every: Positive int or `kerasteps.Every`, default 100, when scalars are written.
+        histogram_every: Optional positive int or `Every`, default None: weight
+            histograms of the model's trainable weights, in the `train` run.
+        write_learning_rate: Bool, default True.
+        write_counters: Bool, default True.
+        train_run: Name of the training run directory, default `"train"`.
+        validation_run: Name of the validation run directory, default `"validation"`.
+
+    Example:
+
+    >>> import numpy as np, keras, tempfile
+    >>> from kerasteps.callbacks import StepTensorBoard
+    >>> log_dir = tempfile.mkdtemp()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.ones((40, 2)), np.ones((40, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[StepTensorBoard(log_dir, every=5)])
+    """
+
+    phase = 50
+    records_extras = True
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike,
+        every: int | Every = 100,
+        histogram_every: int | Every | None = None,
+        write_learning_rate: bool = True,
+        write_counters: bool = True,
+        train_run: str = "train",
+        validation_run: str = "validation",
+    ):
+        super().__init__(every)
+        self.log_dir = check_writable_dir(log_dir, "log_dir")
+        self.histogram_every = (
+            None
+            if histogram_every is None
+            else Every.coerce(histogram_every, name="histogram_every")
+        )
+        for name, value in (
+            ("train_run", train_run),
+            ("validation_run", validation_run),
+        ):
+            if not isinstance(value, str) or not value or value.startswith("/"):
+                raise ValueError(
+                    f"`{name}` must be a relative directory name, received {value!r}."
+                )
+        if train_run == validation_run:
+            raise ValueError(
+                f"`train_run` and `validation_run` must differ, both are {train_run!r}."
+            )
+        self.write_learning_rate = bool(write_learning_rate)
+        self.write_counters = bool(write_counters)
+        self.train_run = train_run
+        self.validation_run = validation_run
+        self._writers: dict[str, _eventfiles.EventWriter] = {}
+        self._last_written: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def run_dir(self, run: str) -> str:
+        """Returns the directory of a run (`"train"` or `"validation"`).
+
+        Args:
+            run: The run name.
+
+        Example:
+
+        >>> from kerasteps.callbacks import StepTensorBoard
+        >>> import tempfile
+        >>> StepTensorBoard(tempfile.mkdtemp()).run_dir("train").endswith("train")
+        True
+        """
+        return os.path.join(self.log_dir, run)
+
+    def on_run_begin(self, start_step: int) -> None:
+        self._close_writers()
+        self._last_written = {}
+        for run in (self.train_run, self.validation_run):
+            run_dir = self.run_dir(run)
+            dropped = _eventfiles.truncate_after(run_dir, start_step)
+            if dropped:
+                logger.info(
+                    "StepTensorBoard: run starts at step %d; dropped %d value(s) "
+                    "after it from %s.",
+                    start_step,
+                    dropped,
+                    run_dir,
+                )
+            self._last_written[run] = start_step
+
+    def _writer(self, run: str) -> _eventfiles.EventWriter:
+        writer = self._writers.get(run)
+        if writer is None:
+            writer = _eventfiles.EventWriter(self.run_dir(run))
+            self._writers[run] = writer
+        return writer
+
+    def _write(self, run: str, step: int, values: list, wall_time: float) -> None:
+        if not values:
+            return
+        self._writer(run).write_summary(step, values, wall_time)
+
+    def on_step(self, event: StepEvent) -> None:
+        with self._lock:
+            self._write_event(event)
+
+    def _write_event(self, event: StepEvent) -> None:
+        step = event.step
+        train, validation = [], []
+        for name, value in event.values().items():
+            if name.startswith("val_"):
+                validation.append(_eventfiles.scalar_value(name[4:], value))
+            else:
+                train.append(_eventfiles.scalar_value(name, value))
+        if event.scheduled:
+            hub = event.hub
+            if self.write_learning_rate:
+                for name, rate in hub.learning_rates(step).items():
+                    tag = "learning_rate" + (f"/{name}" if name else "")
+                    train.append(_eventfiles.scalar_value(tag, rate))
+            if self.write_counters:
+                for name, value in event.counters.items():
+                    train.append(_eventfiles.scalar_value(f"counters/{name}", value))
+        if self._histograms_due(event):
+            train.extend(self._histograms())
+        self._write(self.train_run, step, train, event.time)
+        self._write(self.validation_run, step, validation, event.time)
+        for writer in self._writers.values():
+            writer.flush()
+
+    def _histograms_due(self, event: StepEvent) -> bool:
+        return self.histogram_every is not None and self.histogram_every.fires(
+            event.prev, event.step, event.hub.start_step
+        )
+
+    def _histograms(self) -> list:
+        return [
+            _eventfiles.histogram_value(f"weights/{weight.path}", weight.numpy())
+            for weight in self.model.trainable_weights
+        ]
+
+    def _dispatch_step(self, event: StepEvent, fired: bool) -> None:
+        if not fired and not event.extras and self._histograms_due(event):
+            with self._lock:
+                self._write(self.train_run, event.step, self._histograms(), event.time)
+                self._writer(self.train_run).flush()
+            return
+        super()._dispatch_step(event, fired)
+
+    def _close_writers(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+
+    def on_run_end(self, final_step: int) -> None:
+        with self._lock:
+            self._close_writers()

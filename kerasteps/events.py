@@ -1,0 +1,189 @@
+"""Read scalar summaries back from TensorBoard event files.
+
+`read_scalars(logdir)` returns every scalar of every run under a log directory, read
+with TensorBoard's own event-file reader
+(`tensorboard.backend.event_processing.event_file_loader.EventFileLoader`):
+
+- a **run** is each directory under `logdir`, at any depth, that holds event files
+  (files whose name contains `tfevents`); it is named by its path relative to
+  `logdir` with `/` separators, and `"."` when the event files are in `logdir`
+  itself;
+- both encodings of a scalar are read: TF1 `simple_value` summaries and TF2 tensor
+  summaries written by `tf.summary.scalar` (whose plugin metadata is written only
+  with the first point of a tag);
+- all event files of a run are read in the order they were created (a resumed run
+  opens a new file), and nothing is purged or deduplicated: unlike TensorBoard's
+  `EventAccumulator`, a step written twice is returned twice, so tests can check
+  that a sink never repeats a step or goes backwards.
+
+It is used by `kerasteps plot` and `kerasteps summary`, and by tests that read back
+what a callback wrote.
+
+Example:
+
+>>> import tempfile, tensorflow as tf
+>>> from kerasteps.events import read_scalars
+>>> logdir = tempfile.mkdtemp()
+>>> with tf.summary.create_file_writer(f"{logdir}/train").as_default():
+...     for step in (1, 2, 3):
+...         _ = tf.summary.scalar("loss", 1.0 / step, step=step)
+>>> read_scalars(logdir)["train"]["loss"][-1]
+(3, 0.3333333432674408)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = ["find_runs", "read_scalars"]
+
+_SCALARS_PLUGIN = "scalars"
+# events.out.tfevents.<timestamp>.<host>.<pid>.<n>[.v2]; sort files by timestamp.
+_TIMESTAMP = re.compile(r"tfevents\.(\d+)")
+
+
+def _is_event_file(name: str) -> bool:
+    return "tfevents" in name
+
+
+def _file_order(path: Path) -> tuple[int, str]:
+    match = _TIMESTAMP.search(path.name)
+    return (int(match.group(1)) if match else 0, path.name)
+
+
+def _check_logdir(logdir: str | os.PathLike) -> Path:
+    path = Path(logdir)
+    if not path.exists():
+        raise FileNotFoundError(f"`logdir` does not exist, received {str(logdir)!r}.")
+    if not path.is_dir():
+        raise NotADirectoryError(
+            f"`logdir` must be a directory, received {str(logdir)!r}."
+        )
+    return path
+
+
+def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
+    """Finds the runs under a log directory and their event files.
+
+    Args:
+        logdir: A directory. Runs are the directories under it, at any depth and
+            including `logdir` itself, that hold event files.
+
+    Returns:
+        A `dict` sorted by run name, mapping each run name (its path relative to
+        `logdir`, `/`-separated, `"."` for `logdir` itself) to its event files in
+        creation order. Empty when there are no event files.
+
+    Raises:
+        FileNotFoundError: if `logdir` does not exist.
+        NotADirectoryError: if `logdir` is not a directory.
+
+    Example:
+
+    >>> import tempfile, tensorflow as tf
+    >>> from kerasteps.events import find_runs
+    >>> logdir = tempfile.mkdtemp()
+    >>> tf.summary.create_file_writer(f"{logdir}/a/train").close()
+    >>> list(find_runs(logdir))
+    ['a/train']
+    """
+    root = _check_logdir(logdir)
+    runs: dict[str, list[Path]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames.sort()
+        files = sorted(
+            (Path(dirpath) / name for name in filenames if _is_event_file(name)),
+            key=_file_order,
+        )
+        if files:
+            run = Path(dirpath).relative_to(root).as_posix()
+            runs[run] = files
+    return dict(sorted(runs.items()))
+
+
+def _scalar_value(value, plugins: dict[str, str]) -> float | None:
+    """Returns the float of a scalar summary value, or None if not a scalar."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return float(value.simple_value)
+    metadata = value.metadata
+    if metadata.plugin_data.plugin_name:
+        plugins[value.tag] = metadata.plugin_data.plugin_name
+    elif metadata.data_class == summary_pb2.DATA_CLASS_SCALAR:
+        plugins[value.tag] = _SCALARS_PLUGIN
+    if kind != "tensor" or plugins.get(value.tag) != _SCALARS_PLUGIN:
+        return None
+    array = tensor_util.make_ndarray(value.tensor)
+    if array.size != 1:
+        return None
+    return float(array.reshape(()).item())
+
+
+def read_scalars(
+    logdir: str | os.PathLike,
+    *,
+    sort: bool = True,
+    wall_time: bool = False,
+) -> dict[str, dict[str, list[tuple]]]:
+    """Reads every scalar summary of every run under a log directory.
+
+    Args:
+        logdir: A directory holding event files, directly or in subdirectories
+            (one run per directory that holds event files).
+        sort: Bool, default True. Sort each tag's points by step (a stable sort:
+            points with equal steps keep their write order). With False, points
+            are in the order they were written, to check that steps never go
+            backwards.
+        wall_time: Bool, default False. Return `(step, value, wall_time)` triples
+            instead of `(step, value)` pairs.
+
+    Returns:
+        `{run: {tag: [(step, value), ...]}}`, runs and tags sorted by name; `step`
+        is an `int`, `value` a `float`, `wall_time` seconds since the epoch. Runs
+        without scalars are left out; an empty `dict` means no scalars at all.
+
+    Raises:
+        FileNotFoundError: if `logdir` does not exist.
+        NotADirectoryError: if `logdir` is not a directory.
+
+    Example:
+
+    >>> import tempfile, tensorflow as tf
+    >>> from kerasteps.events import read_scalars
+    >>> logdir = tempfile.mkdtemp()
+    >>> with tf.summary.create_file_writer(logdir).as_default():
+    ...     _ = tf.summary.scalar("accuracy", 0.5, step=10)
+    >>> read_scalars(logdir)
+    {'.': {'accuracy': [(10, 0.5)]}}
+    """
+    from tensorboard.backend.event_processing.event_file_loader import (
+        LegacyEventFileLoader,
+    )
+
+    result: dict[str, dict[str, list[tuple]]] = {}
+    for run, files in find_runs(logdir).items():
+        tags: dict[str, list[tuple]] = {}
+        plugins: dict[str, str] = {}  # tag -> plugin name, per run
+        for path in files:
+            for event in LegacyEventFileLoader(str(path)).Load():
+                if event.WhichOneof("what") != "summary":
+                    continue
+                for value in event.summary.value:
+                    number = _scalar_value(value, plugins)
+                    if number is None:
+                        continue
+                    point = (int(event.step), number)
+                    if wall_time:
+                        point += (float(event.wall_time),)
+                    tags.setdefault(value.tag, []).append(point)
+        if tags:
+            if sort:
+                for points in tags.values():
+                    points.sort(key=lambda point: point[0])
+            result[run] = dict(sorted(tags.items()))
+    return result

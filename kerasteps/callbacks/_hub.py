@@ -171,6 +171,8 @@ class RunHub:
 
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
         """Processes one Keras batch end for every registered callback, once."""
+        if batch <= self._last_batch:  # fast path: another callback processed it
+            return
         with self._cond:
             if self.ended or batch <= self._last_batch:
                 return

@@ -1,0 +1,65 @@
+"""Shared helpers for the tests: tiny models and readers of what was written."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
+    EventAccumulator,
+)
+
+
+def tiny_model(seed: int = 0, steps_per_execution: int = 1, **compile_kwargs):
+    """A compiled 2-in, 1-out dense model (deterministic for a seed)."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((2,)),
+            keras.layers.Dense(4, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
+    compile_kwargs.setdefault("optimizer", keras.optimizers.SGD(0.05))
+    compile_kwargs.setdefault("loss", "mse")
+    model.compile(steps_per_execution=steps_per_execution, **compile_kwargs)
+    return model
+
+
+def tiny_data(n: int = 20, seed: int = 0):
+    """`n` examples of a noisy linear target."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0]], dtype="float32") + 0.1).astype("float32")
+    return x, y
+
+
+def read_scalar_steps(log_dir: str, run: str, tag: str) -> list[int]:
+    """Steps of one scalar tag, read back with TensorBoard's EventAccumulator."""
+    return [step for step, _ in read_scalars(log_dir, run, tag)]
+
+
+def read_scalars(log_dir: str, run: str, tag: str) -> list[tuple[int, float]]:
+    accumulator = EventAccumulator(
+        os.path.join(log_dir, run), size_guidance={"scalars": 0}
+    )
+    accumulator.Reload()
+    if tag not in accumulator.Tags()["scalars"]:
+        return []
+    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.fixture(autouse=True)
+def _clear_keras_session():
+    yield
+    keras.backend.clear_session()

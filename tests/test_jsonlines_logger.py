@@ -1,0 +1,106 @@
+"""Tests for kerasteps.callbacks.JSONLinesLogger."""
+
+import json
+import math
+
+import keras
+import pandas as pd
+import pytest
+from conftest import read_jsonl, tiny_data, tiny_model
+
+from kerasteps.callbacks import JSONLinesLogger
+
+
+def test_records_hold_step_time_metrics_and_counters_and_read_with_pandas(tmp_path):
+    path = tmp_path / "sub" / "log.jsonl"
+    model = tiny_model(metrics=["mae"])
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[JSONLinesLogger(str(path), every=5)],
+    )
+    frame = pd.read_json(path, lines=True)
+    assert frame["step"].tolist() == [5, 10]
+    assert set(frame.columns) == {"step", "time", "loss", "mae"}
+    assert (frame["time"].diff().dropna() >= 0).all()
+    assert frame["loss"].gt(0).all() and frame["mae"].gt(0).all()
+
+
+def test_lines_are_flushed_while_training(tmp_path):
+    path = tmp_path / "log.jsonl"
+    seen = []
+
+    class Peek(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 7:
+                seen.extend(r["step"] for r in read_jsonl(path))
+
+    model = tiny_model()
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[JSONLinesLogger(str(path), every=3), Peek()],
+    )
+    assert seen == [3, 6]
+
+
+def test_torn_last_line_of_a_killed_run_is_dropped(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"step": 3, "loss": 1.0}\n{"step": 6, "lo')
+    model = tiny_model()
+    x, y = tiny_data(20)
+    model.fit(x[:6], y[:6], batch_size=2, epochs=1, verbose=0)  # the model is at step 3
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[JSONLinesLogger(str(path), every=3)],
+    )
+    records = read_jsonl(path)
+    assert [r["step"] for r in records] == [3, 6, 9, 12]
+    assert records[0] == {"step": 3, "loss": 1.0}
+
+
+def test_non_finite_values_stay_valid_json(tmp_path):
+    path = tmp_path / "log.jsonl"
+    model = tiny_model(optimizer=keras.optimizers.SGD(1e30))
+    x, y = tiny_data(20)
+    model.fit(
+        x * 1e6,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[JSONLinesLogger(str(path), every=1)],
+    )
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    losses = [r["loss"] for r in records]
+    assert any(isinstance(v, str) for v in losses)
+    assert all(isinstance(v, float) or v in ("nan", "inf", "-inf") for v in losses)
+    assert all(not isinstance(v, float) or math.isfinite(v) for v in losses)
+
+
+def test_unwritable_path_is_refused_naming_it(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    with pytest.raises(
+        ValueError, match="`path` is not writable: cannot create directory"
+    ):
+        JSONLinesLogger(str(blocker / "sub" / "log.jsonl"))
+    with pytest.raises(
+        ValueError, match="`path` must be a file path, received a directory"
+    ):
+        JSONLinesLogger(str(tmp_path))
+    with pytest.raises(TypeError, match="`path` must be a file path, received 3"):
+        JSONLinesLogger(3)
+    assert blocker.read_text() == "x"

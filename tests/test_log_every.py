@@ -1,0 +1,132 @@
+"""Tests for kerasteps.callbacks.LogEvery: the text of the log lines."""
+
+import logging
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import tiny_data, tiny_model
+
+from kerasteps import Every
+from kerasteps.callbacks import LogEvery
+
+
+def kerasteps_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "kerasteps"]
+
+
+def test_default_line_is_tf1_style(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    model = tiny_model(metrics=["mae"])
+    x, y = tiny_data(20)
+    model.fit(
+        x, y, batch_size=2, epochs=1, verbose=0, callbacks=[LogEvery(Every(4, start=1))]
+    )
+    lines = kerasteps_lines(caplog)
+    assert len(lines) == 3
+    for line, step in zip(lines, [1, 5, 9], strict=True):
+        assert line.startswith("loss=") and line.endswith(f" at step {step}")
+        name_values = line[: -len(f" at step {step}")].split()
+        assert [nv.split("=")[0] for nv in name_values] == ["loss", "mae"]
+        for nv in name_values:
+            value = nv.split("=")[1]
+            assert len(value.split(".")[1]) == 6  # 1.396970: six decimals
+            assert float(value) >= 0
+
+
+def test_custom_format_keys_and_precision(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    model = tiny_model(metrics=["mae"])
+    x, y = tiny_data(20)
+    log = LogEvery(5, fmt="[{step:04d}] {metrics}", keys=["mae"], precision=2)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[log])
+    lines = kerasteps_lines(caplog)
+    assert [line.split("]")[0] for line in lines] == ["[0005", "[0010"]
+    assert all(line.split("] ")[1].startswith("mae=") for line in lines)
+    assert all(
+        len(line.split("=")[1]) == len("0.00") + (len(line.split("=")[1]) - 4)
+        for line in lines
+    )
+    assert all(len(line.split("=")[1].split(".")[1]) == 2 for line in lines)
+
+
+def test_callable_format(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    model = tiny_model()
+    x, y = tiny_data(8)
+    log = LogEvery(2, fmt=lambda step, values: f"s={step} n={len(values)}")
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[log])
+    assert kerasteps_lines(caplog) == ["s=2 n=1", "s=4 n=1"]
+
+
+def test_format_line_matches_the_seed_output():
+    assert (
+        LogEvery().format_line(101, {"loss": 1.22139704}) == "loss=1.221397 at step 101"
+    )
+    assert LogEvery().format_line(5, {"d_loss": 0.5, "d_step": 25}) == (
+        "d_loss=0.500000 d_step=25 at step 5"
+    )
+
+
+def test_other_logger_and_level(caplog):
+    caplog.set_level(logging.DEBUG, logger="my.train")
+    model = tiny_model()
+    x, y = tiny_data(8)
+    log = LogEvery(4, logger="my.train", level=logging.WARNING)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[log])
+    records = [r for r in caplog.records if r.name == "my.train"]
+    assert [r.levelno for r in records] == [logging.WARNING]
+    assert records[0].getMessage().endswith("at step 4")
+
+
+def test_lines_show_without_any_logging_setup(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent("""
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import numpy as np, keras
+        from kerasteps import Every
+        from kerasteps.callbacks import LogEvery
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(np.ones((6, 2)), np.ones((6, 1)), batch_size=2, verbose=0,
+                  callbacks=[LogEvery(Every(2, start=1))])
+    """)
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [
+        ln for ln in result.stderr.splitlines() if ln.startswith("INFO:kerasteps:")
+    ]
+    assert [ln.rsplit(" ", 1)[1] for ln in lines] == ["1", "3"]
+    assert all(ln.startswith("INFO:kerasteps:loss=") for ln in lines)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"precision": -1}, ValueError, "`precision` must be an int >= 0, received -1"),
+        (
+            {"fmt": 3},
+            TypeError,
+            "`fmt` must be a format string or a callable, received 3",
+        ),
+        (
+            {"keys": "loss"},
+            TypeError,
+            "`keys` must be a sequence of names, received 'loss'",
+        ),
+        (
+            {"every": -5},
+            ValueError,
+            "`every` must be a positive int or a kerasteps.Every, received -5",
+        ),
+    ],
+)
+def test_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        LogEvery(**kwargs)

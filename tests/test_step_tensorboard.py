@@ -1,0 +1,129 @@
+"""Tests for StepTensorBoard, read back with TensorBoard's own reader."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+from conftest import read_scalar_steps, read_scalars, tiny_data, tiny_model
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from kerasteps.callbacks import StepTensorBoard
+
+
+def test_scalars_learning_rate_schedule_and_counters(tmp_path):
+    log_dir = str(tmp_path / "tb")
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        0.1, decay_steps=1, decay_rate=0.5
+    )
+    model = tiny_model(optimizer=keras.optimizers.SGD(schedule), metrics=["mae"])
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[StepTensorBoard(log_dir, every=2)],
+    )
+    accumulator = EventAccumulator(os.path.join(log_dir, "train"))
+    accumulator.Reload()
+    assert set(accumulator.Tags()["scalars"]) == {
+        "loss",
+        "mae",
+        "learning_rate",
+        "counters/step",
+    }
+    rates = read_scalars(log_dir, "train", "learning_rate")
+    # The update that produced step s used the rate at iterations s - 1.
+    assert [s for s, _ in rates] == [2, 4, 6, 8, 10]
+    for step, rate in rates:
+        assert rate == pytest.approx(0.1 * 0.5 ** (step - 1), rel=1e-5)
+    assert read_scalars(log_dir, "train", "counters/step") == [
+        (s, float(s)) for s in [2, 4, 6, 8, 10]
+    ]
+
+
+def test_histograms_every_m_steps(tmp_path):
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model()
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[StepTensorBoard(log_dir, every=5, histogram_every=4)],
+    )
+    accumulator = EventAccumulator(
+        os.path.join(log_dir, "train"), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    tags = accumulator.Tags()["tensors"]
+    kernel = [t for t in tags if t.startswith("weights/") and "kernel" in t]
+    assert len(kernel) == 2
+    events = accumulator.Tensors(kernel[0])
+    assert [e.step for e in events] == [4, 8]
+    table = np.frombuffer(
+        events[0].tensor_proto.tensor_content, dtype=np.float64
+    ).reshape(-1, 3)
+    assert table[:, 2].sum() == 2 * 4  # every weight of the 2x4 kernel counted once
+    assert read_scalar_steps(log_dir, "train", "loss") == [5, 10]
+
+
+def test_validation_run_shares_the_tag(tmp_path):
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model(metrics=["mae"])
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=2,
+        verbose=0,
+        validation_data=(x, y),
+        callbacks=[StepTensorBoard(log_dir, every=5)],
+    )
+    assert read_scalar_steps(log_dir, "validation", "loss") == [10, 20]
+    assert read_scalar_steps(log_dir, "validation", "mae") == [10, 20]
+    evaluated = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert read_scalars(log_dir, "validation", "loss")[-1][1] == pytest.approx(
+        evaluated["loss"], rel=1e-5
+    )
+
+
+def test_event_files_sort_in_writing_order(tmp_path):
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model()
+    x, y = tiny_data(20)
+    for _ in range(3):
+        model.fit(
+            x,
+            y,
+            batch_size=2,
+            epochs=1,
+            verbose=0,
+            callbacks=[StepTensorBoard(log_dir, every=10)],
+        )
+    files = sorted(os.listdir(os.path.join(log_dir, "train")))
+    assert len(files) == 3
+    assert read_scalar_steps(log_dir, "train", "loss") == [10, 20, 30]
+
+
+def test_bad_log_dir_is_refused(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("keep")
+    with pytest.raises(
+        ValueError, match="`log_dir` must be a directory, received the path of a file"
+    ):
+        StepTensorBoard(str(blocker))
+    with pytest.raises(ValueError, match="`log_dir` is not writable: cannot create"):
+        StepTensorBoard(str(blocker / "sub"))
+    with pytest.raises(
+        ValueError, match="`train_run` and `validation_run` must differ"
+    ):
+        StepTensorBoard(str(tmp_path / "tb"), train_run="x", validation_run="x")
+    with pytest.raises(TypeError, match="`histogram_every` must be a positive int"):
+        StepTensorBoard(str(tmp_path / "tb"), histogram_every="5")
+    assert blocker.read_text() == "keep"

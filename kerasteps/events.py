@@ -11,8 +11,9 @@ with TensorBoard's own event-file reader
 - both encodings of a scalar are read: TF1 `simple_value` summaries and TF2 tensor
   summaries written by `tf.summary.scalar` (whose plugin metadata is written only
   with the first point of a tag);
-- all event files of a run are read in the order they were created (a resumed run
-  opens a new file), and nothing is purged or deduplicated: unlike TensorBoard's
+- all event files of a run are read in name order, as TensorBoard reads them
+  (writers put the creation time first in the name, so a resumed run's new file
+  comes last), and nothing is purged or deduplicated: unlike TensorBoard's
   `EventAccumulator`, a step written twice is returned twice, so tests can check
   that a sink never repeats a step or goes backwards.
 
@@ -34,23 +35,15 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 __all__ = ["find_runs", "read_scalars"]
 
 _SCALARS_PLUGIN = "scalars"
-# events.out.tfevents.<timestamp>.<host>.<pid>.<n>[.v2]; sort files by timestamp.
-_TIMESTAMP = re.compile(r"tfevents\.(\d+)")
 
 
 def _is_event_file(name: str) -> bool:
     return "tfevents" in name
-
-
-def _file_order(path: Path) -> tuple[int, str]:
-    match = _TIMESTAMP.search(path.name)
-    return (int(match.group(1)) if match else 0, path.name)
 
 
 def _check_logdir(logdir: str | os.PathLike) -> Path:
@@ -74,7 +67,8 @@ def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
     Returns:
         A `dict` sorted by run name, mapping each run name (its path relative to
         `logdir`, `/`-separated, `"."` for `logdir` itself) to its event files in
-        creation order. Empty when there are no event files.
+        name order (the order TensorBoard reads them). Empty when there are no
+        event files.
 
     Raises:
         FileNotFoundError: if `logdir` does not exist.
@@ -91,12 +85,17 @@ def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
     """
     root = _check_logdir(logdir)
     runs: dict[str, list[Path]] = {}
+    seen: set[str] = set()  # real paths, so that symlink cycles end
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames.clear()
+            continue
+        seen.add(real)
         dirnames.sort()
-        files = sorted(
-            (Path(dirpath) / name for name in filenames if _is_event_file(name)),
-            key=_file_order,
-        )
+        files = [
+            Path(dirpath) / name for name in sorted(filenames) if _is_event_file(name)
+        ]
         if files:
             run = Path(dirpath).relative_to(root).as_posix()
             runs[run] = files

@@ -1,0 +1,17 @@
+from kerasteps.models.classifier import build_image_classifier
+from kerasteps.models.gan_builders import (
+    build_image_critic,
+    build_image_generator,
+    build_point_critic,
+    build_point_generator,
+)
+from kerasteps.models.mlp import build_mlp
+
+__all__ = [
+    "build_image_classifier",
+    "build_image_critic",
+    "build_image_generator",
+    "build_mlp",
+    "build_point_critic",
+    "build_point_generator",
+]

@@ -1,0 +1,389 @@
+"""Recipes: runnable training scripts, and the helpers they share.
+
+A **recipe** is one Python file that trains something with kerasteps and can be run
+three ways, with the same options:
+
+```
+python recipes/global_step.py --steps 500        # as a script, from a clone
+kerasteps run global_step --steps 500            # by name, from any install
+kerasteps run path/to/my_recipe.py --steps 500   # a user's own file, by path
+```
+
+The recipe-file contract
+------------------------
+
+A recipe file
+
+1. has a module docstring whose **first line is its one-line description** (shown by
+   `kerasteps list`, which reads it with `ast` without importing the file);
+2. defines a click command named **`main`**, decorated with `@click.command()`;
+3. takes the common options through `@common_options(...)` (below `@click.command()`),
+   so that its function receives `steps`, `log_every`, `logdir`, `seed` and `resume`
+   keyword arguments, plus any options of its own;
+4. ends with `if __name__ == "__main__": main()`;
+5. imports only kerasteps's public API (and keras, tensorflow, numpy, click, ...);
+   heavy imports may go inside `main` so that `--help` stays fast.
+
+Minimal example (`recipes/hello.py`):
+
+```python
+\"\"\"Fit a line and log the loss every N global steps.
+
+Longer help text, shown by `--help` after the first line.
+\"\"\"
+
+import click
+
+from kerasteps.recipe import common_options, print_log_hint
+
+
+@click.command()
+@common_options(steps=200, log_every=50, logdir="logs/hello")
+@click.option("--lr", type=float, default=0.1, show_default=True, help="SGD rate.")
+def main(steps, log_every, logdir, seed, resume, lr):
+    \"\"\"Fit a line and log the loss every N global steps.\"\"\"
+    import keras
+    keras.utils.set_random_seed(seed)
+    ...  # build, compile, fit until the global step reaches `steps`
+    print_log_hint(logdir)
+
+
+if __name__ == "__main__":
+    main()
+```
+
+Meaning of the common options: `--steps` is the global step to train to (a resumed
+run continues up to it, it does not add `steps` more); `--log-every` the period of
+the `kerasteps.Every` schedule the recipe's callbacks share; `--logdir` where event
+files, JSON lines and checkpoints go; `--seed` the seed for
+`keras.utils.set_random_seed`; `--resume` continue from the latest checkpoint in
+`--logdir` (without it the run starts at step 0).
+
+Where recipes are found
+-----------------------
+
+`kerasteps run NAME` and `kerasteps list` look for `NAME.py` (a `-` in `NAME` is read
+as `_`; files whose name starts with `_` are not recipes) in:
+
+- the folders listed in the environment variable `KERASTEPS_RECIPES_PATH`
+  (`os.pathsep`-separated), **instead of** the bundled ones, when it is set and not
+  empty; otherwise
+- the bundled recipes: the repository's top-level `recipes/` folder, which the build
+  maps to the package `kerasteps._recipes` (`package-dir` in `pyproject.toml`), so
+  it ships inside the wheel and an editable install points at the clone's folder. A
+  source checkout imported without installing falls back to `<clone>/recipes`.
+
+`kerasteps run` loads the file from its path in the launcher's own process (not as
+`__main__`, so its `if __name__ == "__main__"` block does not run), takes its `main`
+command and calls it with the remaining arguments and the program name
+`kerasteps run NAME`: `--help` shows the recipe's options and a bad option exits
+with status 2, exactly as `python recipes/NAME.py` does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.resources
+import importlib.util
+import numbers
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = [
+    "RECIPES_PATH_ENV",
+    "common_options",
+    "find_recipes",
+    "load_recipe",
+    "print_log_hint",
+    "recipe_description",
+    "recipe_dirs",
+]
+
+#: Environment variable: folders searched for recipes instead of the bundled ones.
+RECIPES_PATH_ENV = "KERASTEPS_RECIPES_PATH"
+
+_BUNDLED_PACKAGE = "kerasteps._recipes"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"`{name}` must be an int >= 1, received {value!r} "
+            f"of type {type(value).__name__}."
+        )
+    if value < 1:
+        raise ValueError(f"`{name}` must be an int >= 1, received {value!r}.")
+    return int(value)
+
+
+def common_options(
+    *,
+    steps: int = 1000,
+    log_every: int = 100,
+    logdir: str = "logs",
+    seed: int = 0,
+) -> Callable[[F], F]:
+    """Adds the options every recipe takes, with per-recipe defaults.
+
+    The decorated function receives five keyword arguments: `steps` (int >= 1),
+    `log_every` (int >= 1), `logdir` (str), `seed` (int) and `resume` (bool), from
+    the options `--steps`, `--log-every`, `--logdir`, `--seed` and `--resume`,
+    listed in that order before the recipe's own options in `--help`.
+
+    Args:
+        steps: Default of `--steps`, the global step to train to. Default 1000.
+        log_every: Default of `--log-every`, the logging period in global steps.
+            Default 100.
+        logdir: Default of `--logdir`, where logs and checkpoints go (relative to
+            the working directory). Default `"logs"`; use `"logs/<recipe name>"`.
+        seed: Default of `--seed`, the random seed. Default 0.
+
+    Returns:
+        A decorator to place between `@click.command()` and the function.
+
+    Raises:
+        ValueError: if `steps` or `log_every` is < 1, or `logdir` is empty.
+        TypeError: if `steps`, `log_every` or `seed` is not an int.
+
+    Example:
+
+    >>> import click
+    >>> from click.testing import CliRunner
+    >>> from kerasteps.recipe import common_options
+    >>> @click.command()
+    ... @common_options(steps=20, log_every=5, logdir="logs/demo")
+    ... def main(steps, log_every, logdir, seed, resume):
+    ...     click.echo(f"{steps} {log_every} {logdir} {seed} {resume}")
+    >>> CliRunner().invoke(main, ["--steps", "40", "--resume"]).output
+    '40 5 logs/demo 0 True\\n'
+    """
+    steps = _check_positive_int("steps", steps)
+    log_every = _check_positive_int("log_every", log_every)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"`seed` must be an int, received {seed!r}.")
+    if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
+        raise ValueError(f"`logdir` must be a non-empty path, received {logdir!r}.")
+    options = [
+        click.option(
+            "--steps",
+            type=click.IntRange(min=1),
+            default=steps,
+            show_default=True,
+            help="Train until the global step reaches STEPS (a resumed run "
+            "continues up to it).",
+        ),
+        click.option(
+            "--log-every",
+            type=click.IntRange(min=1),
+            default=log_every,
+            show_default=True,
+            help="Log every N global steps.",
+        ),
+        click.option(
+            "--logdir",
+            type=click.Path(file_okay=False, dir_okay=True),
+            default=str(logdir),
+            show_default=True,
+            help="Directory for event files, logs and checkpoints.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=int(seed),
+            show_default=True,
+            help="Random seed (keras.utils.set_random_seed).",
+        ),
+        click.option(
+            "--resume",
+            is_flag=True,
+            default=False,
+            help="Continue from the latest checkpoint in LOGDIR instead of "
+            "starting at step 0.",
+        ),
+    ]
+
+    def decorator(function: F) -> F:
+        # click lists options in the order their decorators are written, i.e. the
+        # reverse of the order they are applied.
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorator
+
+
+def print_log_hint(logdir: str | os.PathLike) -> None:
+    """Prints where a run's logs are and the commands to look at them.
+
+    Args:
+        logdir: The run's log directory, as given to `--logdir`.
+
+    Example:
+
+    >>> from kerasteps.recipe import print_log_hint
+    >>> print_log_hint("logs/demo")  # doctest: +ELLIPSIS
+    Logs written to .../logs/demo
+      view:  kerasteps board logs/demo
+      plot:  kerasteps plot logs/demo -o curves.png
+      table: kerasteps summary logs/demo
+    """
+    quoted = shlex.quote(str(logdir))
+    click.echo(f"Logs written to {Path(logdir).resolve()}")
+    click.echo(f"  view:  kerasteps board {quoted}")
+    click.echo(f"  plot:  kerasteps plot {quoted} -o curves.png")
+    click.echo(f"  table: kerasteps summary {quoted}")
+
+
+def _bundled_dirs() -> list[Path]:
+    try:
+        folder = importlib.resources.files(_BUNDLED_PACKAGE)
+    except ModuleNotFoundError:
+        folder = None
+    if isinstance(folder, Path) and folder.is_dir():
+        return [folder]
+    # A source checkout on sys.path without an install that maps the package.
+    clone = Path(__file__).resolve().parent.parent
+    if (clone / "pyproject.toml").is_file() and (clone / "recipes").is_dir():
+        return [clone / "recipes"]
+    return []
+
+
+def recipe_dirs() -> list[Path]:
+    """Returns the folders searched for recipes, in search order.
+
+    Returns:
+        The folders of `$KERASTEPS_RECIPES_PATH` when it is set and not empty,
+        else the folder of the bundled recipes (empty list if there is none).
+
+    Example:
+
+    >>> import os
+    >>> from kerasteps.recipe import recipe_dirs
+    >>> os.environ["KERASTEPS_RECIPES_PATH"] = os.pathsep.join(["/a", "/b"])
+    >>> [str(path) for path in recipe_dirs()]
+    ['/a', '/b']
+    >>> del os.environ["KERASTEPS_RECIPES_PATH"]
+    """
+    value = os.environ.get(RECIPES_PATH_ENV, "")
+    if value.strip():
+        return [Path(item).expanduser() for item in value.split(os.pathsep) if item]
+    return _bundled_dirs()
+
+
+def find_recipes() -> dict[str, Path]:
+    """Finds the recipes by name, without importing them.
+
+    Returns:
+        A `dict` sorted by name, mapping each recipe name (the file's stem) to its
+        file, from the folders of `recipe_dirs()`. When two folders hold the same
+        name, the first folder wins. Files whose name starts with `_` are skipped.
+
+    Example:
+
+    >>> import os, pathlib, tempfile
+    >>> from kerasteps.recipe import find_recipes
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "hello.py").write_text('\"\"\"Say hello.\"\"\"')
+    >>> os.environ["KERASTEPS_RECIPES_PATH"] = str(folder)
+    >>> list(find_recipes())
+    ['hello']
+    >>> del os.environ["KERASTEPS_RECIPES_PATH"]
+    """
+    recipes: dict[str, Path] = {}
+    for folder in recipe_dirs():
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if not path.name.startswith("_") and path.is_file():
+                recipes.setdefault(path.stem, path)
+    return dict(sorted(recipes.items()))
+
+
+def recipe_description(path: str | os.PathLike) -> str:
+    """Returns the first line of a recipe file's docstring, read without importing.
+
+    Args:
+        path: The recipe file.
+
+    Returns:
+        The first non-empty line of the module docstring, `"(no description)"` if
+        it has none, or `"(unreadable: ...)"` if the file cannot be parsed.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> from kerasteps.recipe import recipe_description
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
+    >>> _ = path.write_text('\"\"\"Say hello.\\n\\nMore text.\"\"\"\\nimport click\\n')
+    >>> recipe_description(path)
+    'Say hello.'
+    """
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+        docstring = ast.get_docstring(ast.parse(source, filename=str(path)))
+    except (OSError, SyntaxError, ValueError) as error:
+        return f"(unreadable: {type(error).__name__}: {error})"
+    for line in (docstring or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return "(no description)"
+
+
+def load_recipe(path: str | os.PathLike) -> click.Command:
+    """Loads a recipe file and returns its `main` click command.
+
+    The file is executed as a module named `kerasteps_recipe_<stem>` (not as
+    `__main__`), so its `if __name__ == "__main__": main()` block does not run.
+
+    Args:
+        path: The recipe file.
+
+    Returns:
+        The file's `main`, a `click.Command`; call it with
+        `main.main(args=[...], prog_name="...")`.
+
+    Raises:
+        FileNotFoundError: if `path` is not a file.
+        ValueError: if the file defines no click command named `main`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> from kerasteps.recipe import load_recipe
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
+    >>> _ = path.write_text(
+    ...     '\"\"\"Say hello.\"\"\"\\nimport click\\n'
+    ...     '@click.command()\\ndef main():\\n    click.echo("hello")\\n'
+    ... )
+    >>> load_recipe(path).name
+    'main'
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"`path` is not a recipe file, received {str(path)!r}.")
+    name = "kerasteps_recipe_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"`path` cannot be loaded as Python, received {str(path)!r}.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    command = getattr(module, "main", None)
+    if not isinstance(command, click.Command):
+        raise ValueError(
+            f"The recipe file {str(path)!r} defines no click command named `main` "
+            f"(found {type(command).__name__}); decorate it with @click.command()."
+        )
+    return command

@@ -10,6 +10,23 @@ Example:
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.jsonlines_logger import JSONLinesLogger
 from kerasteps.callbacks.log_every import LogEvery
+from kerasteps.callbacks.step_checkpoint import StepCheckpoint
+from kerasteps.callbacks.step_progress_bar import StepProgressBar
 from kerasteps.callbacks.step_tensorboard import StepTensorBoard
+from kerasteps.callbacks.stop_at_step import StopAtStep
+from kerasteps.callbacks.stop_on_non_finite import StopOnNonFinite
+from kerasteps.callbacks.throughput import Throughput
+from kerasteps.callbacks.validate_every import ValidateEvery
 
-__all__ = ["StepCallback", "LogEvery", "StepTensorBoard", "JSONLinesLogger"]
+__all__ = [
+    "StepCallback",
+    "LogEvery",
+    "StepTensorBoard",
+    "JSONLinesLogger",
+    "ValidateEvery",
+    "StepCheckpoint",
+    "StopAtStep",
+    "StopOnNonFinite",
+    "Throughput",
+    "StepProgressBar",
+]

@@ -34,7 +34,8 @@ class LogEvery(StepCallback):
 
     If neither the `kerasteps` logger nor the root logger has a handler when
     training starts, one handler printing `INFO:kerasteps:...` to stderr is added
-    to the `kerasteps` logger, so lines show up without any logging setup.
+    to the `kerasteps` logger, so lines show up without any logging setup; it
+    stays silent as soon as the root logger has a handler of its own.
 
     Args:
         every: Positive int or `kerasteps.Every`, default 100. `Every(100, start=1)`
@@ -106,6 +107,9 @@ class LogEvery(StepCallback):
             return
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(_DEFAULT_HANDLER_FORMAT))
+        # Step aside once the root logger gets a handler (the user's basicConfig,
+        # or absl's), so that no line is printed twice.
+        handler.addFilter(lambda record: not logging.getLogger().handlers)
         log.addHandler(handler)
         if log.level == logging.NOTSET or log.level > self.level:
             log.setLevel(self.level)

@@ -1,0 +1,139 @@
+"""`StepProgressBar`: one `keras.utils.Progbar` over the global steps of a run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import keras
+
+from kerasteps.callbacks._hub import StepEvent
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.schedule import Every, _check_positive_int
+
+__all__ = ["StepProgressBar"]
+
+
+class _GlobalStepProgbar(keras.utils.Progbar):
+    """A `Progbar` whose count starts at the run's first global step.
+
+    Keras's time-per-step estimate assumes the count starts at 0; a resumed run
+    starts at its checkpoint's step, so the estimate (and the ETA) here use only
+    the steps of this run, and leave out the first execution (tracing).
+    """
+
+    def __init__(self, target: int, initial: int, **kwargs):
+        super().__init__(target, **kwargs)
+        self._initial = initial
+        self._seen_so_far = initial
+        self._first_update: tuple[int, float] | None = None
+
+    def _estimate_step_duration(self, current, now):
+        done = current - self._initial
+        if done <= 0:
+            return 0
+        if self._first_update is None:
+            self._first_update = (current, now)
+            return (now - self._start) / done
+        first_step, first_time = self._first_update
+        if current > first_step:
+            return (now - first_time) / (current - first_step)
+        return (now - self._start) / done
+
+
+class StepProgressBar(StepCallback):
+    """Shows one progress bar over the global steps of the whole run.
+
+    Keras's bar restarts every epoch and counts batches; this one counts global
+    steps up to `total_steps` (the planned end, e.g. `StopAtStep`'s `max_steps`)
+    across all epochs, starts at the restored step when a run resumes, and shows
+    the ETA (from this run's speed) and the latest value of every logged metric
+    and provided value (`val_loss`, `steps_per_second`). It is exact with
+    `steps_per_execution` (the bar moves by K steps per batch end). The last line,
+    printed when training ends, shows the final global step.
+
+    It is Keras's own `keras.utils.Progbar`. Pass `verbose=0` to `fit()` so Keras
+    does not draw its per-epoch bar as well.
+
+    Args:
+        total_steps: Positive int, the global step at which the run is planned to
+            end (the bar's target).
+        every: Positive int or `kerasteps.Every`, default 1: how often the bar is
+            updated (the bar redraws at most every `interval` seconds anyway).
+        keys: Optional sequence of value names to show. Default: all.
+        width: Int, default 30, width of the bar in characters.
+        interval: Float, default 0.05: minimum seconds between redraws.
+
+    Example:
+
+    >>> import contextlib, io, numpy as np, keras
+    >>> from kerasteps.callbacks import StepProgressBar
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> bar = StepProgressBar(total_steps=20)
+    >>> with contextlib.redirect_stdout(io.StringIO()) as screen:
+    ...     _ = model.fit(np.ones((40, 2)), np.ones((40, 1)), batch_size=2,
+    ...                   verbose=0, callbacks=[bar])
+    >>> "20/20" in screen.getvalue(), bar.count
+    (True, 20)
+    """
+
+    phase = 60
+    async_safe = True
+
+    def __init__(
+        self,
+        total_steps: int,
+        every: int | Every = 1,
+        keys: Sequence[str] | None = None,
+        width: int = 30,
+        interval: float = 0.05,
+    ):
+        super().__init__(every)
+        self.total_steps = _check_positive_int("total_steps", total_steps)
+        self.width = _check_positive_int("width", width)
+        if isinstance(keys, str):
+            raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
+        self.keys = None if keys is None else list(keys)
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+            raise TypeError(f"`interval` must be a number, received {interval!r}.")
+        if interval < 0:
+            raise ValueError(f"`interval` must be >= 0, received {interval!r}.")
+        self.interval = float(interval)
+        #: The `keras.utils.Progbar` of the current (or last) run.
+        self.progbar: keras.utils.Progbar | None = None
+        #: The global step the bar shows (after the run: the final step).
+        self.count: int | None = None
+        self._values: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+
+    def on_run_begin(self, start_step: int) -> None:
+        self.progbar = _GlobalStepProgbar(
+            self.total_steps,
+            initial=start_step,
+            width=self.width,
+            interval=self.interval,
+            stateless_metrics=(),  # every value is shown as it is: the latest
+            unit_name="step",
+        )
+        self.count = start_step
+        self._values = []
+
+    def _select(self, event: StepEvent) -> list[tuple[str, float]]:
+        values = event.values()
+        if self.keys is not None:
+            values = {k: values[k] for k in self.keys if k in values}
+        return list(values.items())
+
+    def on_step(self, event: StepEvent) -> None:
+        with self._lock:
+            self._values = self._select(event)
+            self.count = event.step
+            self.progbar.update(event.step, self._values, finalize=False)
+
+    def on_run_end(self, final_step: int) -> None:
+        with self._lock:
+            if self.progbar is None:
+                return
+            self.count = final_step
+            self.progbar.update(final_step, self._values, finalize=True)

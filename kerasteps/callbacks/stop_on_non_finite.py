@@ -1,0 +1,201 @@
+"""`StopOnNonFinite`: stops training at the first NaN or infinite logged loss."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kerasteps.callbacks._hub import StepEvent, scalar_items
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_checkpoint import (
+    CheckpointInfo,
+    StepCheckpoint,
+    _CheckpointDirectory,
+    state_variables,
+)
+from kerasteps.callbacks.step_tensorboard import check_writable_dir
+from kerasteps.schedule import Every
+
+__all__ = ["StopOnNonFinite"]
+
+logger = logging.getLogger("kerasteps")
+
+
+def is_loss_key(name: str) -> bool:
+    """True for the names `StopOnNonFinite` watches by default: `loss`, `*_loss`."""
+    return name == "loss" or name.endswith("_loss")
+
+
+class StopOnNonFinite(StepCallback):
+    """Stops training at the first step where a logged loss is NaN or infinite.
+
+    Unlike `keras.callbacks.TerminateOnNaN`, which looks only at `loss`, it watches
+    every logged loss: `loss` and every `*_loss` value (a WGAN's `d_loss` and
+    `g_loss`, validation's `val_loss` at the steps `ValidateEvery` ran), or the
+    `keys` you give. At the first non-finite value it sets `model.stop_training`,
+    logs an ERROR on the logger `"kerasteps"` naming the step and the key, e.g.
+    `StopOnNonFinite: d_loss is nan at step 7; stopping training.`, and keeps that
+    message in `message` (and the step and key in `stopped_step`, `stopped_key`).
+    Sinks still record that step, so the NaN is visible where it happened.
+
+    Last finite state: with `checkpoint=` (a `StepCheckpoint`, or a directory), a
+    copy of the model and optimizer variables is kept in memory at every check
+    whose losses and variables are all finite; when a loss goes non-finite, that
+    copy is saved as a checkpoint (`checkpoint_saved`), which
+    `StepCheckpoint.restore_latest` then resumes from. The model itself keeps its
+    non-finite state, and its global step, so the sinks and the step stay
+    consistent. The copy costs one host transfer of every variable per check: use a
+    larger `every` for big models (the saved state is then up to `every` steps old).
+
+    It runs before the sinks and the checkpoints at a step (phase 40); a scheduled
+    `StepCheckpoint` does not save the step where this callback stopped.
+
+    Args:
+        keys: Optional sequence of value names to watch instead of the losses.
+        every: Positive int or `kerasteps.Every`, default 1: how often to check.
+            Keras's `loss` is a running mean, so a NaN is still seen at the next
+            check; a custom `train_step`'s raw values may not be.
+        checkpoint: Optional `StepCheckpoint` or directory path where the last
+            finite state is saved when training stops on a non-finite value.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.callbacks import StopOnNonFinite
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> model.compile(keras.optimizers.SGD(1e30), "mse")
+    >>> x, y = np.full((64, 1), 1e10), np.zeros((64, 1))
+    >>> stop = StopOnNonFinite()
+    >>> _ = model.fit(x, y, batch_size=2, verbose=0, callbacks=[stop])
+    >>> stop.stopped_key, stop.stopped_step < 32
+    ('loss', True)
+    """
+
+    phase = 40
+    async_safe = False
+
+    def __init__(
+        self,
+        keys: Sequence[str] | None = None,
+        every: int | Every = 1,
+        checkpoint: StepCheckpoint | str | os.PathLike | None = None,
+    ):
+        super().__init__(every)
+        if keys is not None:
+            if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+                raise TypeError(
+                    f"`keys` must be a sequence of value names, received {keys!r}."
+                )
+            keys = list(keys)
+            if not keys:
+                raise ValueError(f"`keys` must not be empty, received {keys!r}.")
+        self.keys = keys
+        if checkpoint is None:
+            self._store = None
+        elif isinstance(checkpoint, StepCheckpoint):
+            self._store = checkpoint._store
+        elif isinstance(checkpoint, (str, os.PathLike)):
+            directory = check_writable_dir(checkpoint, "checkpoint")
+            self._store = _CheckpointDirectory(directory, keep=3)
+        else:
+            raise TypeError(
+                "`checkpoint` must be a StepCheckpoint or a directory path, received "
+                f"{checkpoint!r} of type {type(checkpoint).__name__}."
+            )
+        self.checkpoint = checkpoint
+        self._reset()
+
+    def _reset(self) -> None:
+        #: The error message when training was stopped, else None.
+        self.message: str | None = None
+        #: Global step and key of the first non-finite value, else None.
+        self.stopped_step: int | None = None
+        self.stopped_key: str | None = None
+        #: `CheckpointInfo` of the last finite state saved on stopping, else None.
+        self.checkpoint_saved: CheckpointInfo | None = None
+        self._snapshot: list[np.ndarray] | None = None
+        self._snapshot_step: int | None = None
+        self._warned_missing = False
+
+    def on_run_begin(self, start_step: int) -> None:
+        self._reset()
+
+    def _watched(self, values: dict[str, Any]) -> dict[str, Any]:
+        if self.keys is None:
+            return {k: v for k, v in values.items() if is_loss_key(k)}
+        found = {k: values[k] for k in self.keys if k in values}
+        if not found and not self._warned_missing:
+            self._warned_missing = True
+            logger.warning(
+                "StopOnNonFinite: none of the keys %s is logged (logged: %s).",
+                self.keys,
+                sorted(values),
+            )
+        return found
+
+    def on_step(self, event: StepEvent) -> None:
+        if self.stopped_step is not None:
+            return
+        values = scalar_items(dict(event.logs))
+        values.update(scalar_items(event.extras))
+        for key, value in self._watched(values).items():
+            if not math.isfinite(float(value)):
+                self._stop(event.step, key, float(value))
+                return
+        if self._store is not None:
+            self._take_snapshot(event.step)
+
+    def _stop(self, step: int, key: str, value: float) -> None:
+        self.stopped_step = step
+        self.stopped_key = key
+        self.message = (
+            f"StopOnNonFinite: {key} is {value} at step {step}; stopping training."
+        )
+        logger.error(self.message)
+        self.model.stop_training = True
+        if self._store is not None:
+            self._save_last_finite()
+
+    # -- last finite state ----------------------------------------------------------
+    def _take_snapshot(self, step: int) -> None:
+        values = [np.array(v.numpy(), copy=True) for v in state_variables(self.model)]
+        for array in values:
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                return  # keep the previous, finite snapshot
+        self._snapshot = values
+        self._snapshot_step = step
+
+    def _save_last_finite(self) -> None:
+        if self._snapshot is None:
+            logger.error(
+                "StopOnNonFinite: no finite state was seen in this run; nothing saved."
+            )
+            return
+        variables = state_variables(self.model)
+        if len(variables) != len(self._snapshot):
+            logger.error(
+                "StopOnNonFinite: the model's variables changed since step %s; the "
+                "last finite state was not saved.",
+                self._snapshot_step,
+            )
+            return
+        current = [np.array(v.numpy(), copy=True) for v in variables]
+        try:
+            for variable, value in zip(variables, self._snapshot, strict=True):
+                variable.assign(value)
+            self.checkpoint_saved = self._store.save(
+                self.model, {"saved_by": "StopOnNonFinite", "stopped_at": self.message}
+            )
+        finally:
+            for variable, value in zip(variables, current, strict=True):
+                variable.assign(value)
+        logger.error(
+            "StopOnNonFinite: saved the last finite state (step %d) to %s.",
+            self.checkpoint_saved.step,
+            self.checkpoint_saved.path,
+        )

@@ -1,0 +1,208 @@
+"""`ValidateEvery`: validation every N global steps, without disturbing training."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from kerasteps.callbacks._hub import StepEvent, scalar_items
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.schedule import Every, _check_positive_int
+
+__all__ = ["ValidateEvery"]
+
+
+def _num_examples(name: str, value: Any) -> int:
+    """The first dimension of an array-like or of every leaf of a nested structure."""
+    leaves = tf.nest.flatten(value)
+    if not leaves:
+        raise ValueError(f"`validation_data` has an empty {name}.")
+    sizes = set()
+    for leaf in leaves:
+        shape = np.shape(leaf)
+        if len(shape) == 0:
+            raise ValueError(
+                f"`validation_data`'s {name} must be arrays with a batch dimension, "
+                f"received a scalar {leaf!r}."
+            )
+        sizes.add(int(shape[0]))
+    if len(sizes) != 1:
+        raise ValueError(
+            f"`validation_data`'s {name} arrays have different lengths {sorted(sizes)}."
+        )
+    return sizes.pop()
+
+
+def _as_dataset(
+    validation_data: Any, batch_size: int, steps: int | None
+) -> tf.data.Dataset:
+    """Validates the structure of `validation_data` and returns a batched dataset."""
+    if isinstance(validation_data, tf.data.Dataset):
+        spec = validation_data.element_spec
+        if isinstance(spec, tuple) and not 1 <= len(spec) <= 3:
+            raise ValueError(
+                "`validation_data` must be a dataset of `(x, y)` or "
+                f"`(x, y, sample_weight)` batches, received a dataset of {len(spec)}-"
+                f"tuples: {spec}."
+            )
+        cardinality = int(validation_data.cardinality())
+        if cardinality == tf.data.INFINITE_CARDINALITY and steps is None:
+            raise ValueError(
+                "`validation_data` is an infinite dataset, so `steps` is required; "
+                "received steps=None."
+            )
+        if cardinality == 0:
+            raise ValueError("`validation_data` is an empty dataset.")
+        return validation_data
+    if (
+        not isinstance(validation_data, (tuple, list))
+        or not 2 <= len(validation_data) <= 3
+    ):
+        raise ValueError(
+            "`validation_data` must be a tf.data.Dataset, an `(x, y)` tuple or an "
+            f"`(x, y, sample_weight)` tuple, received {_describe(validation_data)}."
+        )
+    parts = tuple(validation_data)
+    if any(part is None for part in parts[:2]):
+        raise ValueError(
+            "`validation_data` must hold both `x` and `y`, received "
+            f"{_describe(validation_data)}."
+        )
+    names = ("x", "y", "sample_weight")
+    sizes = {names[i]: _num_examples(names[i], part) for i, part in enumerate(parts)}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(
+            "`validation_data`'s parts must have the same number of examples, "
+            f"received {sizes}."
+        )
+    if next(iter(sizes.values())) == 0:
+        raise ValueError("`validation_data` holds no examples.")
+    converted = tf.nest.map_structure(
+        lambda a: a if tf.is_tensor(a) else np.asarray(a), parts
+    )
+    return tf.data.Dataset.from_tensor_slices(converted).batch(batch_size)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(type(v).__name__ for v in value)
+        return f"a {type(value).__name__} of {len(value)} ({inner})"
+    return f"{type(value).__name__} {value!r:.80}"
+
+
+class ValidateEvery(StepCallback):
+    """Evaluates the model every N global steps; `val_*` values go to every sink.
+
+    Keras validates only at epoch ends; this callback validates at steps N, 2N, ...
+    (any `kerasteps.Every`), in the middle of an epoch if need be. It is a provider:
+    the values it returns, `val_loss` and `val_<metric>` for each compiled metric,
+    reach every kerasteps sink at that same step (`StepTensorBoard`'s `validation`
+    run, the JSON-lines record, the `LogEvery` line), whatever order the callbacks
+    were listed in.
+
+    Training is not disturbed: `model.evaluate()` resets the metrics it shares with
+    training (the loss tracker's running mean), which would corrupt the training
+    logs after it; the state of every metric is saved before evaluating and put
+    back after, so the training loss values are identical to a run without
+    validation. It runs on the main thread between training steps.
+
+    Args:
+        every: Positive int or `kerasteps.Every`, when to validate.
+        validation_data: A `tf.data.Dataset` of batches `(x, y)` or
+            `(x, y, sample_weight)` (or of `x` alone for a model whose `test_step`
+            needs no targets), or an `(x, y)` / `(x, y, sample_weight)` tuple of
+            arrays, batched with `batch_size`. Checked here, before training.
+        steps: Optional positive int, default None: how many batches to evaluate
+            (None: the whole dataset, which must then be finite).
+        batch_size: Positive int, default 32: batch size for array data.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.callbacks import ValidateEvery, JSONLinesLogger
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse", metrics=["mae"])
+    >>> x, y = np.ones((40, 2)), np.ones((40, 1))
+    >>> validate = ValidateEvery(10, validation_data=(x[:8], y[:8]))
+    >>> _ = model.fit(x, y, batch_size=2, verbose=0, callbacks=[validate])
+    >>> sorted(validate.last_values)
+    ['val_loss', 'val_mae']
+    """
+
+    phase = 10
+    is_provider = True
+    async_safe = False
+
+    def __init__(
+        self,
+        every: int | Every,
+        validation_data: Any,
+        steps: int | None = None,
+        batch_size: int = 32,
+    ):
+        super().__init__(every)
+        batch_size = _check_positive_int("batch_size", batch_size)
+        if steps is not None:
+            if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+                raise TypeError(
+                    f"`steps` must be a positive int or None, received {steps!r}."
+                )
+            steps = _check_positive_int("steps", steps)
+        self.steps = steps
+        self.batch_size = batch_size
+        self.validation_data = validation_data
+        self._dataset = _as_dataset(validation_data, batch_size, steps)
+        #: The values of the last validation, `{"val_loss": ..., ...}`.
+        self.last_values: dict[str, float] = {}
+        #: Global step of the last validation, or None.
+        self.last_step: int | None = None
+
+    def evaluate(self) -> dict[str, float]:
+        """Evaluates the model now and returns `{"val_<name>": value}`.
+
+        The state of the model's metrics is saved before and restored after, so
+        a training run's logged values do not change.
+
+        Example:
+
+        >>> import numpy as np, keras
+        >>> from kerasteps.callbacks import ValidateEvery
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> validate = ValidateEvery(10, (np.ones((4, 2)), np.zeros((4, 1))))
+        >>> validate.set_model(model)
+        >>> list(validate.evaluate())
+        ['val_loss']
+        """
+        model = self.model
+        variables = _metric_variables(model)
+        saved = [np.array(v.numpy(), copy=True) for v in variables]
+        try:
+            results = model.evaluate(
+                self._dataset, steps=self.steps, verbose=0, return_dict=True
+            )
+        finally:
+            for variable, value in zip(variables, saved, strict=True):
+                variable.assign(value)
+        values = {f"val_{name}": value for name, value in results.items()}
+        return scalar_items(values)
+
+    def on_step(self, event: StepEvent) -> dict[str, float]:
+        values = self.evaluate()
+        self.last_values = values
+        self.last_step = event.step
+        return values
+
+
+def _metric_variables(model: Any) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for metric in model.metrics:
+        for variable in metric.variables:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                out.append(variable)
+    return out

@@ -1,0 +1,117 @@
+"""The global step walkthrough: what it counts, why it starts at 0, log_every_n lines.
+
+TF1 code created `global_step = tf.Variable(0, name='global_step', trainable=False)`
+and passed it to `optimizer.minimize(loss, global_step=global_step)`, which added one
+after each update, and logged with `tf.logging.log_every_n`:
+
+    INFO:tensorflow:np.mean(loss_evl)= 1.396970 at step 1
+    INFO:tensorflow:np.mean(loss_evl)= 1.221397 at step 101
+
+This recipe shows the same with Keras 3 and kerasteps: the global step is the number
+of completed training updates (`model.optimizer.iterations`), 0 before the first
+update because no update has happened yet, 1 after it; it is saved with the model,
+so a resumed run continues it. Lines are logged at steps 1, 101, 201, ... and
+TensorBoard draws the loss against the same step.
+"""
+
+import click
+
+from kerasteps.recipe import common_options, print_log_hint
+
+
+@click.command()
+@common_options(steps=301, log_every=100, logdir="logs/global_step")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Examples per update (one global step).",
+)
+@click.option(
+    "--curve-every",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Write the TensorBoard curve every N steps.",
+)
+def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
+    """The global step walkthrough: what it counts, why it starts at 0, log lines."""
+    import logging
+    import os
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import kerasteps
+    from kerasteps import Every
+    from kerasteps.callbacks import (
+        JSONLinesLogger,
+        LogEvery,
+        StepCheckpoint,
+        StepTensorBoard,
+        StopAtStep,
+    )
+    from kerasteps.data import skip_consumed
+
+    # Show kerasteps's INFO lines (and only warnings from everything else).
+    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
+    logging.getLogger("kerasteps").setLevel(logging.INFO)
+    keras.utils.set_random_seed(seed)
+
+    # A small regression problem: 2000 examples, 8 features, a smooth target.
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2000, 8)).astype("float32")
+    y = np.tanh(x @ rng.normal(size=(8, 1))).astype("float32")
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(keras.optimizers.SGD(0.05), "mse")
+
+    checkpoints = os.path.join(logdir, "checkpoints")
+    start = 0
+    if resume:
+        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
+        click.echo(f"Resumed from the checkpoint at global step {start}.")
+    click.echo(
+        f"Global step before training: {kerasteps.global_step(model)} "
+        "(no update has happened yet, so the count is 0)."
+    )
+    stop = StopAtStep(steps)
+    if stop.remaining(model) == 0:
+        click.echo(f"Already at step {start} >= --steps {steps}; nothing to train.")
+        print_log_hint(logdir)
+        return
+
+    data = tf.data.Dataset.from_tensor_slices((x, y))
+    data = data.shuffle(len(x), seed=seed).batch(batch_size, drop_remainder=True)
+    data = skip_consumed(data.repeat(), start)
+    every = Every(log_every, start=1)  # steps 1, 1 + N, 1 + 2N: TF1's log_every_n
+    model.fit(
+        data,
+        epochs=1,
+        steps_per_epoch=steps - start,
+        verbose=0,
+        shuffle=False,  # the dataset is shuffled (with a seed) already
+        callbacks=[
+            LogEvery(every),
+            StepTensorBoard(logdir, every=Every(curve_every, start=1, last=True)),
+            JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every=every),
+            StepCheckpoint(checkpoints, every=Every(log_every, last=True)),
+            stop,
+        ],
+    )
+    click.echo(
+        f"Global step after training: {kerasteps.global_step(model)} "
+        f"(one per update of {batch_size} examples; saved with the model)."
+    )
+    print_log_hint(logdir)
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from kerasteps import distribute
 from kerasteps import steps as steps_lib
 
 logger = logging.getLogger("kerasteps")
@@ -117,6 +118,7 @@ class RunHub:
         self.counter_names = list(steps_lib.step_counter_variables(model))
         self.global_name = steps_lib.global_step_name(model)
         self.is_plain = self.counter_names == [steps_lib.PLAIN_COUNTER]
+        self.is_chief = distribute.is_chief(model)
         self.start_step = steps_lib.global_step(model)
         self.step = self.start_step
         self.callbacks: list[Any] = []

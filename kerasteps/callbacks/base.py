@@ -54,6 +54,8 @@ class StepCallback(keras.callbacks.Callback):
     records_extras: ClassVar[bool] = False
     #: Safe to run in Keras's callback thread pool (no model state touched).
     async_safe: ClassVar[bool] = True
+    #: Under a multi-worker `tf.distribute` strategy, act on the chief only (sinks).
+    chief_only: ClassVar[bool] = False
 
     def __init__(self, every: int | Every | None = 100):
         super().__init__()
@@ -124,8 +126,15 @@ class StepCallback(keras.callbacks.Callback):
         hub = get_hub(self.model, self.params)
         self._hub = hub
         self._last_fired_step = None
+        if self.chief_only and not hub.is_chief:
+            return  # a worker that is not the chief: this sink does nothing
         self.on_run_begin(hub.start_step)
         hub.register(self)
+
+    @property
+    def active(self) -> bool:
+        """False on a worker that is not the chief, for a chief-only callback."""
+        return self._hub is not None and self in self._hub.callbacks
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         if self._hub is not None:

@@ -87,6 +87,7 @@ class JSONLinesLogger(StepCallback):
 
     phase = 50
     records_extras = True
+    chief_only = True
 
     def __init__(self, path: str | os.PathLike, every: int | Every = 100):
         super().__init__(every)

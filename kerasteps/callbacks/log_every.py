@@ -63,6 +63,7 @@ class LogEvery(StepCallback):
 
     phase = 50
     records_extras = True
+    chief_only = True
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
 import time
 import uuid
@@ -19,6 +20,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from kerasteps import distribute
 from kerasteps import steps as steps_lib
 from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
@@ -270,6 +272,16 @@ class _CheckpointDirectory:
         counters = steps_lib.step_counters(model)
         step = counters[steps_lib.global_step_name(model)]
         name = f"ckpt-{step}"
+        if not distribute.is_chief(model):
+            # Other workers take part in the save (distributed variables may need
+            # them) but write to a private temporary folder, removed at once.
+            scratch = tempfile.mkdtemp(prefix="kerasteps-worker-ckpt-")
+            try:
+                with _keep_root_logger_unconfigured():
+                    checkpoint_object(model).write(os.path.join(scratch, _PREFIX))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return CheckpointInfo(name, step, "", time.time())
         final = os.path.join(self.directory, name)
         tmp = os.path.join(
             self.directory, f"{_TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -603,12 +615,14 @@ class StepCheckpoint(StepCallback):
         info = self._store.save(model)
         self._saved_steps.add(info.step)
         self.last_saved = info
-        logger.info("StepCheckpoint: saved %s at step %d.", info.path, info.step)
+        if info.path:
+            logger.info("StepCheckpoint: saved %s at step %d.", info.path, info.step)
         return info
 
     # -- run ------------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
-        self._store.clean_stale()
+        if self.hub.is_chief:
+            self._store.clean_stale()
         later = [e.step for e in self._store.entries() if e.step > start_step]
         if later:
             logger.warning(

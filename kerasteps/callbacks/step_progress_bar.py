@@ -80,6 +80,7 @@ class StepProgressBar(StepCallback):
 
     phase = 60
     async_safe = True
+    chief_only = True
 
     def __init__(
         self,

@@ -85,6 +85,7 @@ class StepTensorBoard(StepCallback):
 
     phase = 50
     records_extras = True
+    chief_only = True
 
     def __init__(
         self,

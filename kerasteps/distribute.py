@@ -74,3 +74,78 @@ def is_chief(model_or_strategy: Any = None) -> bool:
     except Exception:  # noqa: BLE001 - no cluster spec: a single worker
         return True
     return "chief" not in cluster
+
+
+_PATCHED = False
+
+
+def patch_keras_multi_worker() -> bool:
+    """Makes Keras 3's `fit()` work under `MultiWorkerMirroredStrategy` (opt-in).
+
+    Keras 3 (seen with 3.15 on TensorFlow 2.21, reported upstream as
+    tensorflow/tensorflow#72388) fails in multi-worker mode in two places: the
+    symbolic build at the start of `fit()` reduces an `(x, y)` batch as one value
+    (`Attempt to convert a value (PerReplica...)`), and the per-step logs are reduced
+    with `axis=0` although they are scalars (`Invalid reduction dimension 0 for
+    input with 0 dimensions`). This function patches those two Keras internals:
+    nested batches are reduced element by element, scalar logs are averaged across
+    workers with `axis=None`. Call it once, before `fit()`, in every worker; it
+    changes nothing outside multi-worker mode. Returns True when it patched (False
+    when already patched).
+
+    Example:
+
+    >>> from kerasteps.distribute import patch_keras_multi_worker
+    >>> patch_keras_multi_worker() in (True, False)
+    True
+    """
+    global _PATCHED
+    if _PATCHED:
+        return False
+    from keras.src import tree
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    original_reduce = tf_trainer.reduce_per_replica
+
+    def reduce_per_replica(values, strategy, reduction):
+        if tf_trainer._collective_all_reduce_multi_worker(strategy) and reduction in (
+            "auto",
+            "mean",
+        ):
+
+            def _mean(value):
+                rank = getattr(getattr(value, "shape", None), "rank", None)
+                axis = None if rank in (0, None) else 0
+                return strategy.reduce("MEAN", value, axis=axis)
+
+            return tree.map_structure(_mean, values)
+        return original_reduce(values, strategy, reduction)
+
+    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = self._distribute_strategy
+        if (
+            iterator is None
+            or strategy is None
+            or not tf_trainer._collective_all_reduce_multi_worker(strategy)
+        ):
+            return original_build(self, iterator=iterator, data_batch=data_batch)
+        for _, _, it in iterator:
+            batch = next(it)
+            data_batch = tree.map_structure(
+                lambda value: (
+                    strategy.experimental_local_results(value)[0]
+                    if isinstance(value, tf_trainer.tf.distribute.DistributedValues)
+                    else value
+                ),
+                batch,
+            )
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    tf_trainer.reduce_per_replica = reduce_per_replica
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _maybe_symbolic_build
+    _PATCHED = True
+    return True

@@ -1,0 +1,131 @@
+"""kerasteps under tf.distribute: one set of logs, exact steps, same results.
+
+Logical devices must be configured before TensorFlow starts, so each run happens in
+a subprocess (`tests/scripts/distributed_train.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import read_jsonl, read_scalar_steps
+
+from kerasteps.distribute import is_chief, task_of
+
+SCRIPT = Path(__file__).parent / "scripts" / "distributed_train.py"
+TIMEOUT_S = 240
+
+
+def run_script(mode: str, out: Path, model: str = "plain", env: dict | None = None):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--mode",
+            mode,
+            "--out",
+            str(out),
+            "--model",
+            model,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def finish(process: subprocess.Popen) -> str:
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        pytest.fail(f"timed out after {TIMEOUT_S} s:\n{output[-3000:]}")
+    assert process.returncode == 0, output[-3000:]
+    return output
+
+
+def result(out: Path) -> dict:
+    return json.loads((out / "result.json").read_text())
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+
+
+def test_chief_without_a_cluster():
+    assert is_chief() is True
+    assert task_of() == (None, None)
+
+
+@pytest.mark.parametrize("model", ["plain", "wgan"])
+def test_mirrored_on_two_cpu_devices_matches_one_device(tmp_path, model):
+    single, mirrored = tmp_path / "single", tmp_path / "mirrored"
+    # Both runs at once: the 2 cores are used by two processes.
+    processes = [
+        run_script("single", single, model),
+        run_script("mirrored", mirrored, model),
+    ]
+    for process in processes:
+        finish(process)
+    one, two = result(single), result(mirrored)
+    assert (one["replicas"], two["replicas"]) == (1, 2)
+    assert one["counters"] == two["counters"]
+    global_name = "step" if model == "plain" else "g_step"
+    assert two["counters"][global_name] == 12
+    # Same global batch and seed: the same weights up to float summation order.
+    assert two["checksum"] == pytest.approx(one["checksum"], rel=1e-4)
+    # One set of event files, each step once.
+    assert len(list((mirrored / "tb" / "train").iterdir())) == 1
+    tag = "loss" if model == "plain" else "d_loss"
+    assert read_scalar_steps(str(mirrored / "tb"), "train", tag) == [3, 6, 9, 12]
+    steps = [r["step"] for r in read_jsonl(mirrored / "log.jsonl")]
+    assert steps == list(range(1, 13))
+    losses_one = [r[tag] for r in read_jsonl(single / "log.jsonl")]
+    losses_two = [r[tag] for r in read_jsonl(mirrored / "log.jsonl")]
+    assert losses_two == pytest.approx(losses_one, rel=1e-3, abs=1e-5)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_multi_worker_only_the_chief_writes(tmp_path):
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    try:
+        for index in range(2):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            env = {"TF_CONFIG": json.dumps(config)}
+            processes.append(run_script("multiworker", tmp_path, env=env))
+        for process in processes:
+            finish(process)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    chief, worker = tmp_path / "worker0", tmp_path / "worker1"
+    assert result(chief)["counters"] == result(worker)["counters"] == {"step": 12}
+    assert result(chief)["replicas"] == 2
+    assert result(chief)["checksum"] == result(worker)["checksum"]
+    # The worker wrote no logs and no checkpoints: only the script's own result.
+    assert files_under(worker) == ["result.json"]
+    assert read_scalar_steps(str(chief / "tb"), "train", "loss") == [3, 6, 9, 12]
+    assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))
+    index = json.loads((chief / "ckpt" / "checkpoint.json").read_text())
+    assert [c["step"] for c in index["checkpoints"]] == [6, 12]

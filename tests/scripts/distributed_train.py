@@ -89,7 +89,7 @@ def main() -> None:
             x = rng.normal(size=(GLOBAL_BATCH * n_critic * args.steps, 2)).astype(
                 "float32"
             )
-            data = WGAN.prepare_dataset(x, batch_size=GLOBAL_BATCH, n_critic=n_critic)
+            data = WGAN.make_dataset(x, GLOBAL_BATCH, n_critic=n_critic, shuffle=False)
             model = WGAN(
                 build_point_generator(4, widths=(16,)),
                 build_point_critic(widths=(16,)),

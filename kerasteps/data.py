@@ -28,6 +28,11 @@ def skip_consumed(
     the `step * batches_per_step` batches already consumed makes a resumed run see
     exactly the batches the uninterrupted run would have seen.
 
+    Give `fit()` a dataset that nothing else has iterated: a seeded shuffle yields
+    a new order each time the same dataset object is iterated again, so a warm-up
+    `fit()` or a `next(iter(dataset))` first would shift what the resumed run sees.
+    Build the pipeline afresh for the `fit()` that resumes.
+
     Args:
         dataset: The batched `tf.data.Dataset`, built as in the first run.
         step: The global step the run resumes from (what

@@ -155,7 +155,7 @@ def image_value(
     return summary_pb2.Summary.Value(
         tag=tag,
         metadata=image_metadata.create_summary_metadata(
-            display_name=tag, description="", max_images=1
+            display_name=tag, description=""
         ),
         tensor=tensor_util.make_tensor_proto(content, dtype=np.object_),
     )

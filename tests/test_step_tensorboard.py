@@ -127,3 +127,47 @@ def test_bad_log_dir_is_refused(tmp_path):
     with pytest.raises(TypeError, match="`histogram_every` must be a positive int"):
         StepTensorBoard(str(tmp_path / "tb"), histogram_every="5")
     assert blocker.read_text() == "keep"
+
+
+def test_images_every_m_steps_decode_to_what_was_given(tmp_path):
+    import io
+
+    from PIL import Image
+
+    log_dir = str(tmp_path / "tb")
+    calls = []
+
+    def images(model, step):
+        calls.append(step)
+        grid = np.zeros((6, 8, 3), dtype=np.float32)
+        grid[:, : step % 8] = 1.0
+        return {"samples": grid}
+
+    model = tiny_model()
+    x, y = tiny_data(20)
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[StepTensorBoard(log_dir, every=5, images=images, image_every=3)],
+    )
+    assert calls == [3, 6, 9]
+    accumulator = EventAccumulator(
+        os.path.join(log_dir, "train"), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    events = accumulator.Tensors("samples")
+    assert [e.step for e in events] == [3, 6, 9]
+    width, height, png = events[1].tensor_proto.string_val
+    assert (int(width), int(height)) == (8, 6)
+    pixels = np.asarray(Image.open(io.BytesIO(png)))
+    assert pixels.shape == (6, 8, 3)
+    assert (pixels[:, :6] == 255).all() and (pixels[:, 6:] == 0).all()
+    assert read_scalar_steps(log_dir, "train", "loss") == [5, 10]
+
+
+def test_bad_images_argument(tmp_path):
+    with pytest.raises(TypeError, match="`images` must be a callable"):
+        StepTensorBoard(str(tmp_path / "tb"), images="grid")

@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from kerasteps import _eventfiles
@@ -40,6 +44,22 @@ def check_writable_dir(path: str | os.PathLike, argument: str) -> str:
     return path
 
 
+def _encode_png(image: Any, tag: str) -> tuple[bytes, int, int]:
+    array = np.asarray(image)
+    if array.ndim == 2:
+        array = array[..., None]
+    if array.ndim != 3 or array.shape[-1] not in (1, 3, 4):
+        raise ValueError(
+            f"Image {tag!r} must have shape (H, W) or (H, W, 1|3|4), received "
+            f"{array.shape}."
+        )
+    if array.dtype != np.uint8:
+        array = np.clip(np.nan_to_num(array.astype(np.float32)), 0.0, 1.0)
+        array = np.round(array * 255.0).astype(np.uint8)
+    png = tf.io.encode_png(array).numpy()
+    return png, int(array.shape[1]), int(array.shape[0])
+
+
 class StepTensorBoard(StepCallback):
     """Writes TensorBoard scalars at the true global step, every N steps.
 
@@ -67,6 +87,11 @@ class StepTensorBoard(StepCallback):
         every: Positive int or `kerasteps.Every`, default 100, when scalars are written.
         histogram_every: Optional positive int or `Every`, default None: weight
             histograms of the model's trainable weights, in the `train` run.
+        images: Optional callable `(model, step) -> {tag: image}` returning images
+            to write (arrays `(H, W)`, `(H, W, 1|3|4)`, uint8 or floats in
+            [0, 1]: a sample grid, a scatter plot), in the `train` run.
+        image_every: Positive int or `Every`, when `images` is called. Defaults
+            to `every`.
         write_learning_rate: Bool, default True.
         write_counters: Bool, default True.
         train_run: Name of the training run directory, default `"train"`.
@@ -92,6 +117,8 @@ class StepTensorBoard(StepCallback):
         log_dir: str | os.PathLike,
         every: int | Every = 100,
         histogram_every: int | Every | None = None,
+        images: Callable[[keras.Model, int], Mapping[str, Any]] | None = None,
+        image_every: int | Every | None = None,
         write_learning_rate: bool = True,
         write_counters: bool = True,
         train_run: str = "train",
@@ -103,6 +130,20 @@ class StepTensorBoard(StepCallback):
             None
             if histogram_every is None
             else Every.coerce(histogram_every, name="histogram_every")
+        )
+        if images is not None and not callable(images):
+            raise TypeError(
+                "`images` must be a callable (model, step) -> {tag: image}, "
+                f"received {images!r}."
+            )
+        self.images = images
+        self.image_every = (
+            None
+            if images is None
+            else Every.coerce(
+                image_every if image_every is not None else self.every,
+                name="image_every",
+            )
         )
         for name, value in (
             ("train_run", train_run),
@@ -190,6 +231,8 @@ class StepTensorBoard(StepCallback):
                     train.append(_eventfiles.scalar_value(f"counters/{name}", value))
         if self._histograms_due(event):
             train.extend(self._histograms())
+        if self._images_due(event):
+            train.extend(self._images(step))
         self._write(self.train_run, step, train, event.time)
         self._write(self.validation_run, step, validation, event.time)
         for writer in self._writers.values():
@@ -206,11 +249,29 @@ class StepTensorBoard(StepCallback):
             for weight in self.model.trainable_weights
         ]
 
+    def _images_due(self, event: StepEvent) -> bool:
+        return self.image_every is not None and self.image_every.fires(
+            event.prev, event.step, event.hub.start_step
+        )
+
+    def _images(self, step: int) -> list:
+        values = []
+        for tag, image in dict(self.images(self.model, step)).items():
+            png, width, height = _encode_png(image, tag)
+            values.append(_eventfiles.image_value(tag, png, width, height))
+        return values
+
     def _dispatch_step(self, event: StepEvent, fired: bool) -> None:
-        if not fired and not event.extras and self._histograms_due(event):
-            with self._lock:
-                self._write(self.train_run, event.step, self._histograms(), event.time)
-                self._writer(self.train_run).flush()
+        if not fired and not event.extras:
+            extra = []
+            if self._histograms_due(event):
+                extra.extend(self._histograms())
+            if self._images_due(event):
+                extra.extend(self._images(event.step))
+            if extra:
+                with self._lock:
+                    self._write(self.train_run, event.step, extra, event.time)
+                    self._writer(self.train_run).flush()
             return
         super()._dispatch_step(event, fired)
 

@@ -132,7 +132,7 @@ def grid_of_gaussians(
 
     >>> from kerasteps.mixtures import grid_of_gaussians
     >>> x, centres = grid_of_gaussians(4, seed=0)
-    >>> centres.shape, centres.min(), centres.max()
+    >>> centres.shape, float(centres.min()), float(centres.max())
     ((25, 2), -4.0, 4.0)
     """
     n = _check_int("n", n, 1)
@@ -225,8 +225,8 @@ def mode_coverage(
     >>> _, centres = ring_of_gaussians(1)
     >>> collapsed = np.repeat(centres[:1], 100, axis=0)
     >>> cov = mode_coverage(collapsed, centres, std=0.02)
-    >>> cov.modes_captured, round(cov.reverse_kl, 4) == round(np.log(8), 4)
-    (1, True)
+    >>> cov.modes_captured, round(cov.reverse_kl, 4)
+    (1, 2.0794)
     """
     samples = np.asarray(samples, dtype=np.float64)
     centres = np.asarray(centres, dtype=np.float64)

@@ -1,0 +1,192 @@
+"""Generator steps per second of `kerasteps.models.WGAN` vs a common WGAN-GP subclass.
+
+The baseline is written the common way (as in the Keras WGAN-GP example): a
+`keras.Model` subclass whose `train_step` runs a Python loop of `n_critic` critic
+`GradientTape`s, reusing one real batch for every critic step, then one generator
+step. Both use the same MLPs, batch size, `n_critic` and `Adam(1e-4, 0.5, 0.9)`;
+kerasteps's WGAN draws a fresh real batch for every critic step (same compute).
+
+All variants are built in one process, warmed up (traced and, for XLA, compiled),
+then timed in interleaved rounds; the script prints medians of generator steps/s,
+measured on the wall clock and per CPU-second of this process (the latter is less
+sensitive to other processes sharing the machine), and ratios to the baseline.
+
+Usage:
+
+    python benchmarks/wgan_speed.py                    # 128 wide, batch 256
+    python benchmarks/wgan_speed.py --width 32 --batch 64 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+
+def _common_wgan_class():
+    """Returns the baseline class (defined lazily so `--help` needs no TF)."""
+    import keras
+    import tensorflow as tf
+
+    class CommonWGAN(keras.Model):
+        """WGAN-GP written the common way: a Python loop of critic tapes."""
+
+        def __init__(self, critic, generator, latent_dim, d_steps=5, gp_weight=10.0):
+            super().__init__()
+            self.critic = critic
+            self.generator = generator
+            self.latent_dim = latent_dim
+            self.d_steps = d_steps
+            self.gp_weight = gp_weight
+
+        def compile(self, d_optimizer, g_optimizer, **kwargs):
+            super().compile(**kwargs)
+            self.d_optimizer = d_optimizer
+            self.g_optimizer = g_optimizer
+
+        def gradient_penalty(self, batch_size, real, fake):
+            alpha = tf.random.uniform([batch_size, 1], 0.0, 1.0)
+            interpolated = real + alpha * (fake - real)
+            with tf.GradientTape() as gp_tape:
+                gp_tape.watch(interpolated)
+                pred = self.critic(interpolated, training=True)
+            grads = gp_tape.gradient(pred, [interpolated])[0]
+            norm = tf.sqrt(tf.reduce_sum(tf.square(grads), axis=[1]))
+            return tf.reduce_mean((norm - 1.0) ** 2)
+
+        def train_step(self, real):
+            batch_size = tf.shape(real)[0]
+            for _ in range(self.d_steps):
+                z = tf.random.normal(shape=(batch_size, self.latent_dim))
+                with tf.GradientTape() as tape:
+                    fake = self.generator(z, training=True)
+                    fake_logits = self.critic(fake, training=True)
+                    real_logits = self.critic(real, training=True)
+                    d_cost = tf.reduce_mean(fake_logits) - tf.reduce_mean(real_logits)
+                    gp = self.gradient_penalty(batch_size, real, fake)
+                    d_loss = d_cost + gp * self.gp_weight
+                grads = tape.gradient(d_loss, self.critic.trainable_variables)
+                self.d_optimizer.apply_gradients(
+                    zip(grads, self.critic.trainable_variables, strict=True)
+                )
+            z = tf.random.normal(shape=(batch_size, self.latent_dim))
+            with tf.GradientTape() as tape:
+                generated = self.generator(z, training=True)
+                g_loss = -tf.reduce_mean(self.critic(generated, training=True))
+            grads = tape.gradient(g_loss, self.generator.trainable_variables)
+            self.g_optimizer.apply_gradients(
+                zip(grads, self.generator.trainable_variables, strict=True)
+            )
+            return {"d_loss": d_loss, "g_loss": g_loss}
+
+    return CommonWGAN
+
+
+def mlp(inputs: int, outputs: int, width: int, depth: int):
+    import keras
+
+    hidden = [keras.layers.Dense(width, activation="relu") for _ in range(depth)]
+    return keras.Sequential(
+        [keras.Input((inputs,)), *hidden, keras.layers.Dense(outputs)]
+    )
+
+
+def adam():
+    import keras
+
+    return keras.optimizers.Adam(1e-4, beta_1=0.5, beta_2=0.9)
+
+
+def build(kind: str, args: argparse.Namespace, spe: int, jit: bool, x):
+    """Returns (model, dataset) for one benchmark variant."""
+    import tensorflow as tf
+
+    from kerasteps.models import WGAN
+
+    g = mlp(args.latent_dim, 2, args.width, args.depth)
+    c = mlp(2, 1, args.width, args.depth)
+    if kind == "common":
+        model = _common_wgan_class()(c, g, args.latent_dim, d_steps=args.n_critic)
+        ds = tf.data.Dataset.from_tensor_slices(x).batch(
+            args.batch, drop_remainder=True
+        )
+        ds = ds.repeat().prefetch(tf.data.AUTOTUNE)
+    else:
+        model = WGAN(g, c, args.latent_dim, n_critic=args.n_critic)
+        ds = WGAN.make_dataset(x, args.batch, args.n_critic, repeat=True)
+    model.compile(adam(), adam(), steps_per_execution=spe, jit_compile=jit)
+    return model, ds
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--width", type=int, default=128, help="MLP width")
+    parser.add_argument("--depth", type=int, default=3, help="hidden layers per MLP")
+    parser.add_argument("--batch", type=int, default=256, help="critic batch size")
+    parser.add_argument("--n-critic", type=int, default=5, help="critic steps")
+    parser.add_argument("--latent-dim", type=int, default=2, help="latent size")
+    parser.add_argument("--steps", type=int, default=60, help="g-steps per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--spe", type=int, default=10, help="steps_per_execution of the tuned run"
+    )
+    parser.add_argument("--no-jit", action="store_true", help="skip XLA variants")
+    args = parser.parse_args(argv)
+    if args.steps % args.spe:
+        parser.error(f"--steps ({args.steps}) must be a multiple of --spe ({args.spe})")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+    import tensorflow as tf
+
+    from kerasteps import mixtures
+
+    keras.utils.set_random_seed(0)
+    x, _ = mixtures.ring_of_gaussians(args.batch * args.n_critic * 64, seed=0)
+    variants = [
+        ("common (spe=1, jit off)", "common", 1, False),
+        ("kerasteps WGAN (spe=1, jit off)", "ours", 1, False),
+        (f"kerasteps WGAN (spe={args.spe}, jit off)", "ours", args.spe, False),
+    ]
+    if not args.no_jit:
+        variants += [
+            ("common (spe=1, jit on)", "common", 1, True),
+            ("kerasteps WGAN (spe=1, jit on)", "ours", 1, True),
+            (f"kerasteps WGAN (spe={args.spe}, jit on)", "ours", args.spe, True),
+        ]
+    print(
+        f"MLP {args.depth}x{args.width}, batch {args.batch}, n_critic {args.n_critic}, "
+        f"{args.steps} g-steps x {args.rounds} rounds, TF {tf.__version__}, "
+        f"Keras {keras.__version__}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    runs = {}
+    for label, kind, spe, jit in variants:
+        model, ds = build(kind, args, spe, jit, x)
+        start = time.perf_counter()
+        model.fit(ds, steps_per_epoch=2 * spe, verbose=0)  # trace / compile
+        print(f"  warm-up {label}: {time.perf_counter() - start:.1f}s", flush=True)
+        runs[label] = (model, ds, [], [])
+    for _ in range(args.rounds):
+        for model, ds, wall, cpu in runs.values():
+            w0, c0 = time.perf_counter(), time.process_time()
+            model.fit(ds, steps_per_epoch=args.steps, verbose=0)
+            wall.append(args.steps / (time.perf_counter() - w0))
+            cpu.append(args.steps / (time.process_time() - c0))
+
+    base_wall = statistics.median(runs[variants[0][0]][2])
+    base_cpu = statistics.median(runs[variants[0][0]][3])
+    header = ("variant", "g-steps/s", "ratio", "/cpu-s", "ratio")
+    print("\n{:40s} {:>10s} {:>6s} {:>8s} {:>6s}".format(*header))
+    for label, (_, _, wall, cpu) in runs.items():
+        w, c = statistics.median(wall), statistics.median(cpu)
+        w_ratio, c_ratio = w / base_wall, c / base_cpu
+        print(f"{label:40s} {w:10.1f} {w_ratio:5.2f}x {c:8.1f} {c_ratio:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()

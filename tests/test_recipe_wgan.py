@@ -1,0 +1,154 @@
+"""Tests for the bundled `wgan` and `global_step` recipes, run through the launcher."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from click.testing import CliRunner
+from conftest import read_jsonl, read_scalar_steps
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from kerasteps import recipe
+from kerasteps.cli import main
+
+COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
+
+
+@pytest.fixture(autouse=True)
+def _bundled_recipes(monkeypatch):
+    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
+    logger = logging.getLogger("kerasteps")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.mark.parametrize("name", ["wgan", "global_step"])
+def test_help_lists_the_common_options(name):
+    result = CliRunner().invoke(main, ["run", name, "--help"])
+    assert result.exit_code == 0, result.output
+    for option in COMMON_OPTIONS:
+        assert f"  {option} " in result.output
+
+
+def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    logdir = tmp_path / "gs"
+    result = run(
+        "global_step", "--steps", "201", "--log-every", "100", "--logdir", str(logdir)
+    )
+    lines = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("loss=")
+    ]
+    assert [int(line.rsplit(" ", 1)[1]) for line in lines] == [1, 101, 201]
+    assert all(re.fullmatch(r"loss=\d+\.\d{6} at step \d+", line) for line in lines)
+    assert "Global step before training: 0" in result.output
+    assert "Global step after training: 201" in result.output
+    assert "kerasteps board" in result.output
+    # The TensorBoard curve: every 10 steps from step 1, and the last step.
+    assert read_scalar_steps(str(logdir), "train", "loss") == [*range(1, 201, 10), 201]
+    # Resume continues the same curve; no step is written twice.
+    run(
+        "global_step",
+        "--steps",
+        "351",
+        "--log-every",
+        "100",
+        "--logdir",
+        str(logdir),
+        "--resume",
+    )
+    steps = read_scalar_steps(str(logdir), "train", "loss")
+    assert steps == [*range(1, 351, 10), 351]
+    assert [r["step"] for r in read_jsonl(logdir / "log.jsonl")] == [1, 101, 201, 301]
+
+
+def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
+    logdir = tmp_path / "wgan"
+    result = run(
+        "wgan",
+        "--steps",
+        "40",
+        "--log-every",
+        "20",
+        "--n-critic",
+        "3",
+        "--batch-size",
+        "32",
+        "--logdir",
+        str(logdir),
+    )
+    records = read_jsonl(logdir / "log.jsonl")
+    assert [(r["step"], r["g_step"], r["d_step"]) for r in records] == [
+        (20, 20, 60),
+        (40, 40, 120),
+    ]
+    for record in records:
+        assert {
+            "d_loss",
+            "g_loss",
+            "wasserstein",
+            "gradient_penalty",
+            "modes_captured",
+            "high_quality",
+            "reverse_kl",
+        } <= set(record)
+        assert 0 <= record["modes_captured"] <= 8
+    assert read_scalar_steps(str(logdir), "train", "counters/d_step") == [20, 40]
+    assert read_scalar_steps(str(logdir), "train", "modes_captured") == [20, 40]
+    accumulator = EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
+    assert "Trained to g_step 40 with d_step 120" in result.output
+    assert re.search(r"Mode coverage of 10000 samples: \d/8 modes", result.output)
+
+
+def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
+    logdir = tmp_path / "wgan_images"
+    common = (
+        "--data",
+        "images",
+        "--variant",
+        "clip",
+        "--n-critic",
+        "2",
+        "--batch-size",
+        "8",
+        "--log-every",
+        "5",
+        "--steps-per-execution",
+        "5",
+        "--logdir",
+        str(logdir),
+    )
+    run("wgan", "--steps", "5", *common)
+    result = run("wgan", "--steps", "10", "--resume", *common)
+    assert "Resumed from the checkpoint at g_step 5." in result.output
+    assert "Trained to g_step 10 with d_step 20" in result.output
+    records = read_jsonl(logdir / "log.jsonl")
+    assert [(r["g_step"], r["d_step"]) for r in records] == [(5, 10), (10, 20)]
+    assert "gradient_penalty" not in records[0]
+    accumulator = EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    events = accumulator.Tensors("samples")
+    assert [e.step for e in events] == [5, 10]
+    width, height = (int(v) for v in events[0].tensor_proto.string_val[:2])
+    assert (width, height) == (6 * 29 + 1, 6 * 29 + 1)  # a 6x6 grid of 28x28 samples
+
+
+def test_wgan_recipe_rejects_bad_data(tmp_path):
+    result = CliRunner().invoke(
+        main, ["run", "wgan", "--data", "moons", "--logdir", str(tmp_path / "w")]
+    )
+    assert result.exit_code == 2
+    assert (
+        "expected ring, grid, images or a .npy file, received 'moons'" in result.output
+    )

@@ -104,7 +104,8 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def test_multi_worker_only_the_chief_writes(tmp_path):
+@pytest.mark.parametrize("model", ["plain", "wgan"])
+def test_multi_worker_only_the_chief_writes(tmp_path, model):
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -112,7 +113,8 @@ def test_multi_worker_only_the_chief_writes(tmp_path):
         for index in range(2):
             config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
             env = {"TF_CONFIG": json.dumps(config)}
-            processes.append(run_script("multiworker", tmp_path, env=env))
+            processes.append(run_script("multiworker", tmp_path, model, env=env))
+        processes.append(run_script("single", tmp_path / "single", model))
         for process in processes:
             finish(process)
     finally:
@@ -120,12 +122,17 @@ def test_multi_worker_only_the_chief_writes(tmp_path):
             if process.poll() is None:
                 process.kill()
     chief, worker = tmp_path / "worker0", tmp_path / "worker1"
-    assert result(chief)["counters"] == result(worker)["counters"] == {"step": 12}
+    expected = {"step": 12} if model == "plain" else {"d_step": 24, "g_step": 12}
+    assert result(chief)["counters"] == result(worker)["counters"] == expected
     assert result(chief)["replicas"] == 2
     assert result(chief)["checksum"] == result(worker)["checksum"]
+    # Same global batch and seed as one device: the same weights, within float error.
+    single = result(tmp_path / "single")["checksum"]
+    assert result(chief)["checksum"] == pytest.approx(single, rel=1e-4)
     # The worker wrote no logs and no checkpoints: only the script's own result.
     assert files_under(worker) == ["result.json"]
-    assert read_scalar_steps(str(chief / "tb"), "train", "loss") == [3, 6, 9, 12]
+    tag = "loss" if model == "plain" else "d_loss"
+    assert read_scalar_steps(str(chief / "tb"), "train", tag) == [3, 6, 9, 12]
     assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))
     index = json.loads((chief / "ckpt" / "checkpoint.json").read_text())
     assert [c["step"] for c in index["checkpoints"]] == [6, 12]

@@ -423,6 +423,7 @@ class WGAN(keras.Model):
     # ---------------------------------------------------------------- config
 
     def get_config(self) -> dict[str, Any]:
+        """Returns the constructor arguments, generator and critic serialized."""
         config = super().get_config()
         config.update(
             {
@@ -439,6 +440,7 @@ class WGAN(keras.Model):
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects=None) -> WGAN:
+        """Creates a `WGAN` from `get_config()` output."""
         config = dict(config)
         for name in ("generator", "critic"):
             config[name] = keras.saving.deserialize_keras_object(
@@ -467,6 +469,7 @@ class WGAN(keras.Model):
 
     @property
     def metrics(self) -> list[keras.metrics.Metric]:
+        """The `Mean` trackers of the logged losses; Keras resets them per epoch."""
         trackers = [self.d_loss_tracker, self.g_loss_tracker, self.wasserstein_tracker]
         if self.gp_tracker is not None:
             trackers.append(self.gp_tracker)
@@ -475,6 +478,7 @@ class WGAN(keras.Model):
     # ------------------------------------------------------------- training
 
     def call(self, inputs: Any, training: bool = False) -> Any:
+        """Runs the generator on latent vectors `inputs`."""
         return self.generator(inputs, training=training)
 
     def fit(
@@ -635,6 +639,8 @@ class WGAN(keras.Model):
         return g_loss
 
     def train_step(self, data: Any) -> dict[str, Any]:
+        """`n_critic` critic updates on fresh real batches, then one generator
+        update; returns the metrics and both counters."""
         n = self.n_critic
         real = self._real_batches(data)
         batch = tf.shape(real)[0]
@@ -665,6 +671,7 @@ class WGAN(keras.Model):
         return logs
 
     def test_step(self, data: Any) -> dict[str, Any]:
+        """Not supported: a WGAN has no validation loss."""
         raise NotImplementedError(
             "WGAN has no evaluation step: evaluate samples with `generate()` and "
             "e.g. `kerasteps.mixtures.mode_coverage`."

@@ -43,6 +43,19 @@ def _shape_str(shape: Any) -> str:
     return str(tuple(shape))
 
 
+def _uses_float16(layer: keras.Layer) -> bool:
+    """Whether the layer or any layer inside it computes in float16."""
+    flatten = getattr(layer, "_flatten_layers", None)
+    layers = list(flatten(include_self=True)) if callable(flatten) else [layer]
+    return any(getattr(sub, "compute_dtype", None) == "float16" for sub in layers)
+
+
+def _inner_optimizer(optimizer: Any) -> Any:
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return optimizer.inner_optimizer
+    return optimizer
+
+
 @keras.saving.register_keras_serializable(package="kerasteps")
 class WGAN(keras.Model):
     """Wasserstein GAN (WGAN-GP or weight-clipped WGAN) with step counters.
@@ -80,10 +93,32 @@ class WGAN(keras.Model):
 
     **Counters.** `d_step` (critic updates) and `g_step` (generator updates) are
     non-trainable int64 variables of the model, saved in `.keras` files and by
-    `save_weights`; `d_step == n_critic * g_step` always holds. The global step
-    is `g_step` (`kerasteps.global_step(model)`), and `model.optimizer` is the
-    generator optimizer, so `model.optimizer.iterations == g_step` too. Both
-    counters are also returned in the logs of every step.
+    `save_weights`. They count *applied* updates: each grows by the increase of
+    its optimizer's `iterations`, so `d_step == d_optimizer.iterations` and
+    `g_step == g_optimizer.iterations` (for optimizers compiled fresh, with
+    `iterations == 0`). The global step is `g_step`
+    (`kerasteps.global_step(model)`), and `model.optimizer` is the generator
+    optimizer, so `model.optimizer.iterations == g_step` too. Both counters are
+    also returned in the logs of every step. Without loss scaling every update
+    is applied and `d_step == n_critic * g_step` holds exactly.
+
+    **Mixed precision.** Under a `mixed_float16` or `mixed_bfloat16` dtype
+    policy (`keras.mixed_precision.set_dtype_policy`, or networks built with
+    one) the losses are computed in float32 (the critic scores are cast). With
+    float16, `compile` wraps the optimizers in
+    `keras.optimizers.LossScaleOptimizer` for dynamic loss scaling: the critic
+    optimizer when the critic computes in float16, the generator optimizer when
+    the generator or the critic does (the generator loss flows through the
+    critic). An optimizer that is already a `LossScaleOptimizer` is used as it
+    is; bfloat16 needs no loss scaling. A loss-scaled update whose gradients
+    are not finite is skipped (the loss scale is halved) and is *not* counted,
+    exactly as the `LossScaleOptimizer`'s own `iterations` does not grow. So
+    under float16 loss scaling `d_step == n_critic * g_step` holds only while
+    no update was skipped; what always holds is `d_step ==
+    d_optimizer.iterations <= n_critic * s` and `g_step ==
+    g_optimizer.iterations <= s` after `s` calls of `train_step`, with
+    `n_critic * s - d_step` and `s - g_step` the numbers of skipped critic and
+    generator updates.
 
     **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`,
     `wasserstein` (the critic's estimate `E[D(real)] - E[D(fake)]`),
@@ -327,6 +362,12 @@ class WGAN(keras.Model):
         `RMSprop(5e-5)` for both (Arjovsky et al. 2017). `model.optimizer` is
         `g_optimizer`. Both optimizers are saved with the model.
 
+        With float16 networks (`mixed_float16` policy) the critic optimizer is
+        wrapped in `keras.optimizers.LossScaleOptimizer` when the critic
+        computes in float16, and the generator optimizer when the generator or
+        the critic does; an optimizer that already is a `LossScaleOptimizer` is
+        kept as it is.
+
         Args:
             d_optimizer: Critic optimizer (instance or name). Defaults to `None`,
                 the default above.
@@ -354,12 +395,16 @@ class WGAN(keras.Model):
         """
         d_optimizer = self._resolve_optimizer("d_optimizer", d_optimizer)
         g_optimizer = self._resolve_optimizer("g_optimizer", g_optimizer)
-        if d_optimizer is g_optimizer:
+        if _inner_optimizer(d_optimizer) is _inner_optimizer(g_optimizer):
             raise ValueError(
                 "`d_optimizer` and `g_optimizer` must be two different optimizer "
                 f"instances, received the same object twice: {d_optimizer!r}."
             )
         steps_per_execution = _check_int("steps_per_execution", steps_per_execution)
+        critic_fp16 = _uses_float16(self.critic)
+        generator_fp16 = _uses_float16(self.generator)
+        d_optimizer = self._maybe_loss_scale(d_optimizer, critic_fp16)
+        g_optimizer = self._maybe_loss_scale(g_optimizer, generator_fp16 or critic_fp16)
         super().compile(
             optimizer=g_optimizer,
             loss=None,
@@ -396,10 +441,14 @@ class WGAN(keras.Model):
                 f"`{name}` must be a keras optimizer or its name, received "
                 f"{optimizer!r}."
             ) from e
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            raise ValueError(
-                f"`{name}` must not be a LossScaleOptimizer, received {optimizer!r}."
-            )
+        return optimizer
+
+    @staticmethod
+    def _maybe_loss_scale(optimizer: Any, float16: bool) -> Any:
+        """Wraps `optimizer` for dynamic loss scaling if `float16` and it is not
+        a `LossScaleOptimizer` already."""
+        if float16 and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            return keras.optimizers.LossScaleOptimizer(optimizer)
         return optimizer
 
     def get_compile_config(self) -> dict[str, Any]:
@@ -556,8 +605,19 @@ class WGAN(keras.Model):
         return 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
 
     def _critic(self, x: tf.Tensor) -> tf.Tensor:
-        """Critic scores as a vector of shape (batch,)."""
-        return tf.reshape(self.critic(x, training=True), (-1,))
+        """Critic scores in float32, as a vector of shape (batch,)."""
+        return tf.cast(tf.reshape(self.critic(x, training=True), (-1,)), tf.float32)
+
+    @staticmethod
+    def _apply(optimizer: Any, tape: tf.GradientTape, loss: tf.Tensor, variables):
+        """Applies the gradients of `loss` (scaled first by a
+        `LossScaleOptimizer`, which unscales them and skips the update if they
+        are not finite); returns how much `optimizer.iterations` grew (1 if the
+        update was applied, 0 if it was skipped), as int64."""
+        before = tf.cast(tf.identity(optimizer.iterations), tf.int64)
+        gradients = tape.gradient(loss, variables)
+        optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        return tf.cast(tf.identity(optimizer.iterations), tf.int64) - before
 
     def _replica_share(self, draw: Any, batch: tf.Tensor) -> tf.Tensor:
         """Returns this replica's rows of a draw for the global batch.
@@ -596,7 +656,8 @@ class WGAN(keras.Model):
     def _critic_update(
         self, real: tf.Tensor, fake: tf.Tensor, e: tf.Tensor | None
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
-        """One critic update; returns (d_loss, wasserstein, penalty or None)."""
+        """One critic update; returns (d_loss, wasserstein, penalty or None,
+        1 if the update was applied else 0)."""
         variables = self.critic.trainable_variables
         penalty = None
         with tf.GradientTape() as tape:
@@ -608,7 +669,7 @@ class WGAN(keras.Model):
                 with tf.GradientTape() as gp_tape:
                     gp_tape.watch(x_hat)
                     d_hat = self._critic(x_hat)
-                grads = gp_tape.gradient(d_hat, x_hat)
+                grads = tf.cast(gp_tape.gradient(d_hat, x_hat), tf.float32)
                 axes = list(range(1, len(self._sample_shape) + 1))
                 norm = tf.sqrt(
                     tf.reduce_sum(tf.square(grads), axis=axes) + _GP_NORM_EPSILON
@@ -618,25 +679,27 @@ class WGAN(keras.Model):
                 per_example = per_example + self.gradient_penalty * per_example_penalty
             d_loss = tf.reduce_mean(per_example)
             scaled_loss = d_loss * self._replica_scale()
-        gradients = tape.gradient(scaled_loss, variables)
-        self.d_optimizer.apply_gradients(zip(gradients, variables, strict=True))
+            if isinstance(self.d_optimizer, keras.optimizers.LossScaleOptimizer):
+                scaled_loss = self.d_optimizer.scale_loss(scaled_loss)
+        applied = self._apply(self.d_optimizer, tape, scaled_loss, variables)
         if self.clip_value is not None:
             for v in variables:
                 v.assign(tf.clip_by_value(v, -self.clip_value, self.clip_value))
         wasserstein = tf.reduce_mean(d_real) - tf.reduce_mean(d_fake)
-        return d_loss, wasserstein, penalty
+        return d_loss, wasserstein, penalty, applied
 
-    def _generator_update(self, batch: tf.Tensor) -> tf.Tensor:
-        """One generator update; returns g_loss."""
+    def _generator_update(self, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """One generator update; returns (g_loss, 1 if applied else 0)."""
         z = self._latent(batch)
         variables = self.generator.trainable_variables
         with tf.GradientTape() as tape:
             fake = self.generator(z, training=True)
             g_loss = -tf.reduce_mean(self._critic(fake))
             scaled_loss = g_loss * self._replica_scale()
-        gradients = tape.gradient(scaled_loss, variables)
-        self.g_optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        return g_loss
+            if isinstance(self.g_optimizer, keras.optimizers.LossScaleOptimizer):
+                scaled_loss = self.g_optimizer.scale_loss(scaled_loss)
+        applied = self._apply(self.g_optimizer, tape, scaled_loss, variables)
+        return g_loss, applied
 
     def train_step(self, data: Any) -> dict[str, Any]:
         """`n_critic` critic updates on fresh real batches, then one generator
@@ -654,9 +717,11 @@ class WGAN(keras.Model):
                 e = self._uniform(batch, fake.dtype)
             real_i = tf.cast(real[:, i], fake.dtype)
             results.append(self._critic_update(real_i, fake, e))
-        self.d_step.assign_add(n)
-        g_loss = self._generator_update(batch)
-        self.g_step.assign_add(1)
+        # Count applied updates only: a LossScaleOptimizer skips an update with
+        # non-finite gradients without increasing its iterations.
+        self.d_step.assign_add(tf.add_n([r[3] for r in results]))
+        g_loss, g_applied = self._generator_update(batch)
+        self.g_step.assign_add(g_applied)
 
         # Every train_step has n_critic critic updates, so updating the mean
         # trackers once with the mean over them equals updating them n times.

@@ -20,11 +20,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any
 
 import numpy as np
+
+from kerasteps._validate import check_int, check_positive_number
 
 __all__ = [
     "ModeCoverage",
@@ -34,26 +34,12 @@ __all__ = [
 ]
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(
-            f"`{name}` must be an int >= {minimum}, received {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, received {value!r}.")
-    return int(value)
+def _check_int(name: str, value: Any, minimum: int = 1) -> int:
+    return check_int(name, value, minimum, wrong_type=ValueError)
 
 
 def _check_positive(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"`{name}` must be a finite number > 0, received {value!r}.")
-    return float(value)
+    return check_positive_number(name, value)
 
 
 def _sample(

@@ -5,18 +5,12 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from kerasteps._validate import check_int
+
 __all__ = ["Every"]
 
 
-def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an int >= {minimum}, received {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, received {value!r}.")
-    return int(value)
+_check_positive_int = check_int
 
 
 class Every:

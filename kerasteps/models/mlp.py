@@ -8,19 +8,12 @@ from typing import Any
 
 import keras
 
+from kerasteps._validate import check_int
+
 __all__ = ["build_mlp"]
 
 
-def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    """Returns `value` as an int >= `minimum`, or raises naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an int >= {minimum}, received {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, received {value!r}.")
-    return int(value)
+_check_int = check_int
 
 
 def _check_ints(name: str, values: Any, minimum: int = 1) -> tuple[int, ...]:

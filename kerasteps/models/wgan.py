@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from kerasteps._validate import check_int, check_positive_number
 
 __all__ = ["WGAN"]
 
@@ -16,27 +16,11 @@ _GP_NORM_EPSILON = 1e-12
 
 
 def _check_positive_float(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(
-            f"`{name}` must be a finite number > 0 or None, received {value!r}."
-        )
-    return float(value)
+    return check_positive_number(name, value, allowed=" or None")
 
 
 def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(
-            f"`{name}` must be an int >= {minimum}, received {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    if value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, received {value!r}.")
-    return int(value)
+    return check_int(name, value, minimum, wrong_type=ValueError)
 
 
 def _shape_str(shape: Any) -> str:

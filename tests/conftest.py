@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -63,3 +64,26 @@ def read_jsonl(path: str) -> list[dict]:
 def _clear_keras_session():
     yield
     keras.backend.clear_session()
+
+
+@pytest.fixture
+def bundled_recipes(monkeypatch):
+    """Use the repository's recipes/ folder, and undo the recipes' logging setup."""
+    from kerasteps import recipe
+
+    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
+    logger = logging.getLogger("kerasteps")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+def run_recipe(*args: str):
+    """Runs `kerasteps run ARGS...` in this process; returns the click Result."""
+    from click.testing import CliRunner
+
+    from kerasteps.cli import main
+
+    result = CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result

@@ -8,27 +8,15 @@ import re
 import pytest
 from click.testing import CliRunner
 from conftest import read_jsonl, read_scalar_steps
+from conftest import run_recipe as run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from kerasteps import recipe
 from kerasteps.cli import main
 
 COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
 
 
-@pytest.fixture(autouse=True)
-def _bundled_recipes(monkeypatch):
-    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
-    logger = logging.getLogger("kerasteps")
-    level = logger.level
-    yield
-    logger.setLevel(level)
-
-
-def run(*args: str):
-    result = CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result
+pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
 
 @pytest.mark.parametrize("name", ["wgan", "global_step"])

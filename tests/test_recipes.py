@@ -8,7 +8,6 @@ lines, checkpoints, the printed table and the PNG.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import subprocess
@@ -21,8 +20,9 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 from conftest import read_jsonl, read_scalar_steps
+from conftest import run_recipe as run
 
-from kerasteps import events, recipe
+from kerasteps import events
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 
@@ -42,21 +42,7 @@ TINY_CLASSIFIER = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _bundled_recipes(monkeypatch):
-    """Use the repository's recipes/ folder, and undo the recipes' logging setup."""
-    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
-    logger = logging.getLogger("kerasteps")
-    level = logger.level
-    yield
-    logger.setLevel(level)
-
-
-def run(*args: str):
-    """Runs `kerasteps run ARGS...` in this process; returns the click Result."""
-    result = CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result
+pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
 
 def scalar_steps(logdir: Path, run_name: str, tag: str) -> list[int]:

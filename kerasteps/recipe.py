@@ -85,6 +85,7 @@ from __future__ import annotations
 import ast
 import importlib.resources
 import importlib.util
+import logging
 import numbers
 import os
 import shlex
@@ -99,6 +100,8 @@ __all__ = [
     "RECIPES_PATH_ENV",
     "common_options",
     "find_recipes",
+    "log_to_console",
+    "resume_run",
     "load_recipe",
     "print_log_hint",
     "recipe_description",
@@ -240,6 +243,79 @@ def print_log_hint(logdir: str | os.PathLike) -> None:
     click.echo(f"  view:  kerasteps board {quoted}")
     click.echo(f"  plot:  kerasteps plot {quoted} -o curves.png")
     click.echo(f"  table: kerasteps summary {quoted}")
+
+
+def log_to_console(level: int = logging.INFO) -> None:
+    """Shows kerasteps's log lines at `level`, and only warnings from other loggers.
+
+    Lines read `INFO:kerasteps:loss=1.396970 at step 101`, like TF1's `tf.logging`.
+
+    Args:
+        level: Level of the `kerasteps` logger, default `logging.INFO`.
+
+    Example:
+
+    >>> import logging
+    >>> from kerasteps.recipe import log_to_console
+    >>> log_to_console(logging.WARNING)
+    >>> logging.getLogger("kerasteps").level == logging.WARNING
+    True
+    """
+    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
+    logging.getLogger("kerasteps").setLevel(level)
+
+
+def resume_run(
+    model: Any,
+    logdir: str | os.PathLike,
+    steps: int,
+    resume: bool,
+    step_name: str = "global step",
+) -> tuple[int, Any]:
+    """Restores the newest checkpoint when `resume`, and plans the run to `steps`.
+
+    The checkpoints are those of `StepCheckpoint` in `LOGDIR/checkpoints`. Call it
+    before `fit()`, which must continue from the step it returns.
+
+    Args:
+        model: The compiled model, in its initial state.
+        logdir: The run's log directory (`--logdir`).
+        steps: The global step to train to (`--steps`).
+        resume: Whether to restore the newest checkpoint (`--resume`).
+        step_name: How the messages name the global step, default
+            `"global step"` (a WGAN's is `"g_step"`); the "already there"
+            message uses its last word.
+
+    Returns:
+        `(start, stop)`: the step training starts from, and the `StopAtStep(steps)`
+        callback to pass to `fit()`; `stop` is None when the model is already at
+        `steps` (the logs are then pointed to and there is nothing to train).
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> from kerasteps.recipe import resume_run
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> start, stop = resume_run(model, tempfile.mkdtemp(), 100, resume=True)
+    Resumed from the checkpoint at global step 0.
+    >>> start, stop.max_steps
+    (0, 100)
+    """
+    from kerasteps.callbacks import StepCheckpoint, StopAtStep
+
+    start = 0
+    if resume:
+        checkpoints = os.path.join(logdir, "checkpoints")
+        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
+        click.echo(f"Resumed from the checkpoint at {step_name} {start}.")
+    stop = StopAtStep(steps)
+    if stop.remaining(model) == 0:
+        short = step_name.split()[-1]  # "global step" -> "step"
+        click.echo(f"Already at {short} {start} >= --steps {steps}; nothing to train.")
+        print_log_hint(logdir)
+        return start, None
+    return start, stop
 
 
 def _bundled_dirs() -> list[Path]:

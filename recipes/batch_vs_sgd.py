@@ -69,7 +69,7 @@ its value at the checkpoint's step.
 
 import click
 
-from kerasteps.recipe import common_options, print_log_hint
+from kerasteps.recipe import common_options, log_to_console, print_log_hint
 
 # Mode name -> batch size (None: all examples), in the order of the table.
 MODES = {"full_batch": None, "minibatch_128": 128, "minibatch_32": 32, "sgd": 1}
@@ -255,8 +255,7 @@ def main(
     from kerasteps.data import skip_consumed
     from kerasteps.models import build_mlp
 
-    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
-    logging.getLogger("kerasteps").setLevel(logging.WARNING)
+    log_to_console(logging.WARNING)
     png = png or os.path.join(logdir, "batch_vs_sgd.png")
 
     if data is None:

@@ -16,7 +16,12 @@ TensorBoard draws the loss against the same step.
 
 import click
 
-from kerasteps.recipe import common_options, print_log_hint
+from kerasteps.recipe import (
+    common_options,
+    log_to_console,
+    print_log_hint,
+    resume_run,
+)
 
 
 @click.command()
@@ -51,13 +56,10 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
         LogEvery,
         StepCheckpoint,
         StepTensorBoard,
-        StopAtStep,
     )
     from kerasteps.data import skip_consumed
 
-    # Show kerasteps's INFO lines (and only warnings from everything else).
-    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
-    logging.getLogger("kerasteps").setLevel(logging.INFO)
+    log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
 
     # A small regression problem: 2000 examples, 8 features, a smooth target.
@@ -74,19 +76,13 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
     model.compile(keras.optimizers.SGD(0.05), "mse")
 
     checkpoints = os.path.join(logdir, "checkpoints")
-    start = 0
-    if resume:
-        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
-        click.echo(f"Resumed from the checkpoint at global step {start}.")
+    start, stop = resume_run(model, logdir, steps, resume)
+    if stop is None:
+        return
     click.echo(
         f"Global step before training: {kerasteps.global_step(model)} "
         "(no update has happened yet, so the count is 0)."
     )
-    stop = StopAtStep(steps)
-    if stop.remaining(model) == 0:
-        click.echo(f"Already at step {start} >= --steps {steps}; nothing to train.")
-        print_log_hint(logdir)
-        return
 
     data = tf.data.Dataset.from_tensor_slices((x, y))
     data = data.shuffle(len(x), seed=seed).batch(batch_size, drop_remainder=True)

@@ -38,7 +38,12 @@ pixel RGB images, class 0 with horizontal stripes and class 1 with vertical stri
 
 import click
 
-from kerasteps.recipe import common_options, print_log_hint
+from kerasteps.recipe import (
+    common_options,
+    log_to_console,
+    print_log_hint,
+    resume_run,
+)
 
 
 def make_images(examples, size, seed):
@@ -167,16 +172,13 @@ def main(
         LogEvery,
         StepCheckpoint,
         StepTensorBoard,
-        StopAtStep,
         Throughput,
         ValidateEvery,
     )
     from kerasteps.data import skip_consumed
     from kerasteps.models import build_image_classifier
 
-    # Show kerasteps's INFO lines (and only warnings from everything else).
-    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
-    logging.getLogger("kerasteps").setLevel(logging.INFO)
+    log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
 
     if data is None:
@@ -235,14 +237,8 @@ def main(
     )
 
     checkpoints = os.path.join(logdir, "checkpoints")
-    start = 0
-    if resume:
-        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
-        click.echo(f"Resumed from the checkpoint at global step {start}.")
-    stop = StopAtStep(steps)
-    if stop.remaining(model) == 0:
-        click.echo(f"Already at step {start} >= --steps {steps}; nothing to train.")
-        print_log_hint(logdir)
+    start, stop = resume_run(model, logdir, steps, resume)
+    if stop is None:
         return
 
     every = Every(log_every)  # steps N, 2N, 3N, ...: train and validation together

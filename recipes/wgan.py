@@ -25,7 +25,12 @@ d_step=... at step N` (N = g_step), the same values and both counters in TensorB
 
 import click
 
-from kerasteps.recipe import common_options, print_log_hint
+from kerasteps.recipe import (
+    common_options,
+    log_to_console,
+    print_log_hint,
+    resume_run,
+)
 
 
 @click.command()
@@ -99,7 +104,6 @@ def main(
         StepCallback,
         StepCheckpoint,
         StepTensorBoard,
-        StopAtStep,
     )
     from kerasteps.data import skip_consumed
     from kerasteps.models import (
@@ -110,8 +114,7 @@ def main(
         build_point_generator,
     )
 
-    logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
-    logging.getLogger("kerasteps").setLevel(logging.INFO)
+    log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
 
     # -- data -----------------------------------------------------------------------
@@ -188,14 +191,8 @@ def main(
     )
 
     checkpoints = os.path.join(logdir, "checkpoints")
-    start = 0
-    if resume:
-        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
-        click.echo(f"Resumed from the checkpoint at g_step {start}.")
-    stop = StopAtStep(steps)
-    if stop.remaining(model) == 0:
-        click.echo(f"Already at g_step {start} >= --steps {steps}; nothing to train.")
-        print_log_hint(logdir)
+    start, stop = resume_run(model, logdir, steps, resume, step_name="g_step")
+    if stop is None:
         return
 
     # -- what is measured and drawn every N steps -------------------------------------

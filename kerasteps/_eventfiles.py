@@ -161,16 +161,6 @@ def image_value(
     )
 
 
-def max_summary_step(run_dir: str) -> int | None:
-    """The largest step holding a summary in a run directory, or None."""
-    best = None
-    for path in event_files(run_dir):
-        for event in read_events(path):
-            if event.HasField("summary") and (best is None or event.step > best):
-                best = event.step
-    return best
-
-
 def truncate_after(run_dir: str, step: int) -> int:
     """Drops every summary after `step` from a run directory's event files.
 

@@ -125,6 +125,7 @@ class RunHub:
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
         self._epoch = None
+        self._epoch_ended = None
         self._epoch_start = self.start_step
         self._last_batch = -1
         self._cond = threading.Condition(threading.RLock())
@@ -213,7 +214,7 @@ class RunHub:
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> None:
         """Re-reads the true step; hands Keras's `val_*` values to the sinks."""
         with self._cond:
-            if self.ended or getattr(self, "_epoch_ended", None) == epoch:
+            if self.ended or self._epoch_ended == epoch:
                 return
             self._epoch_ended = epoch
             self.resync()

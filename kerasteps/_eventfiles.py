@@ -12,7 +12,9 @@ holds a summary at a step after `s` is rewritten without those events (and witho
 duplicated `(tag, step)` pairs); the rewritten data replaces the first file
 atomically, the other old files are then removed. TensorBoard's readers (the Python
 `EventAccumulator` and the data server behind `tensorboard --logdir`) then simply
-never see the dropped steps.
+never see the dropped steps. A run directory this process wrote last, unchanged
+since, is not read again when the new run starts at or after its last step (see
+`kerasteps._logcache`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
+
+from kerasteps import _logcache
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
 _SEQ_LOCK = threading.Lock()
@@ -83,6 +87,10 @@ class EventWriter:
 
     def __init__(self, run_dir: str):
         tf.io.gfile.makedirs(run_dir)
+        self.run_dir = run_dir
+        self._sig_before = _logcache.signature(event_files(run_dir))
+        self._bound_before = _logcache.bound_if_unchanged(run_dir, self._sig_before)
+        self.max_step: int | None = None
         self.path = _new_file_path(run_dir)
         self._file = tf.io.gfile.GFile(self.path, "wb")
         self._writer = RecordWriter(self._file)
@@ -108,6 +116,8 @@ class EventWriter:
         )
         with self._lock:
             self._write(event)
+            if self.max_step is None or event.step > self.max_step:
+                self.max_step = event.step
 
     def flush(self) -> None:
         with self._lock:
@@ -115,10 +125,25 @@ class EventWriter:
 
     def close(self) -> None:
         with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._writer.flush()
-                self._file.close()
+            if self._closed:
+                return
+            self._closed = True
+            self._writer.flush()
+            self._file.close()
+            self._remember_steps()
+
+    def _remember_steps(self) -> None:
+        """Updates what this process knows of the directory's steps: the old
+        bound plus this file's steps, if no other file changed meanwhile."""
+        if self._bound_before is None:
+            return
+        sig = _logcache.signature(event_files(self.run_dir))
+        others = tuple(entry for entry in sig if entry[0] != self.path)
+        if others != self._sig_before:
+            _logcache.forget(self.run_dir)
+            return
+        bound = max(self._bound_before, self.max_step or 0)
+        _logcache.remember(self.run_dir, sig, bound)
 
 
 def scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
@@ -168,8 +193,14 @@ def truncate_after(run_dir: str, step: int) -> int:
         The number of summary values dropped (0 when nothing was after `step`).
     """
     paths = event_files(run_dir)
+    sig = _logcache.signature(paths)
     if not paths:
+        _logcache.remember(run_dir, sig, 0)
         return 0
+    bound = _logcache.bound_if_unchanged(run_dir, sig)
+    if bound is not None and bound <= step:
+        return 0  # this process wrote the files last, and nothing after `step`
+    max_step = 0
     kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]] = {}
     order: list[tuple[str, int]] = []
     others: list[event_pb2.Event] = []
@@ -177,6 +208,7 @@ def truncate_after(run_dir: str, step: int) -> int:
     duplicates = 0
     for path in paths:
         for event in read_events(path):
+            max_step = max(max_step, event.step)
             if not event.HasField("summary"):
                 if event.step <= step and not event.file_version:
                     others.append(event)
@@ -192,6 +224,7 @@ def truncate_after(run_dir: str, step: int) -> int:
                     order.append(key)
                 kept[key] = (event.wall_time, value)
     if dropped == 0 and duplicates == 0:
+        _logcache.remember(run_dir, sig, max_step)
         return 0
     # Rewrite: one file, steps in order, then replace the first old file atomically.
     order.sort(key=lambda key: (key[1], kept[key][0]))
@@ -214,4 +247,5 @@ def truncate_after(run_dir: str, step: int) -> int:
     tf.io.gfile.rename(tmp_path, paths[0], overwrite=True)
     for path in paths[1:]:
         tf.io.gfile.remove(path)
+    _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
     return dropped

@@ -104,3 +104,36 @@ def test_unwritable_path_is_refused_naming_it(tmp_path):
     with pytest.raises(TypeError, match="`path` must be a file path, received 3"):
         JSONLinesLogger(3)
     assert blocker.read_text() == "x"
+
+
+def test_fit_in_a_loop_reads_the_file_only_once(tmp_path, monkeypatch):
+    """A loop of `fit(epochs=1)` calls: after the first run the logger knows the
+    file's last step, so later runs append without reading it."""
+    reads = []
+    read_lines = JSONLinesLogger._read_lines
+
+    def counting_read_lines(self):
+        reads.append(self.path)
+        return read_lines(self)
+
+    monkeypatch.setattr(JSONLinesLogger, "_read_lines", counting_read_lines)
+    path = str(tmp_path / "log.jsonl")
+    model = tiny_model()
+    x, y = tiny_data(20)
+    for _ in range(4):
+        logger = JSONLinesLogger(path, every=5)  # a new instance each time
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[logger])
+    assert len(reads) == 1
+    assert [r["step"] for r in read_jsonl(path)] == list(range(5, 41, 5))
+
+
+def test_a_file_changed_by_another_writer_is_read_again(tmp_path):
+    path = tmp_path / "log.jsonl"
+    model = tiny_model()
+    x, y = tiny_data(20)
+    logger = JSONLinesLogger(str(path), every=5)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[logger])
+    with open(path, "a") as handle:  # another writer appends a later step
+        handle.write(json.dumps({"step": 99, "loss": 1.0}) + "\n")
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[logger])
+    assert [r["step"] for r in read_jsonl(path)] == [5, 10, 15, 20]

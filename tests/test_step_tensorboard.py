@@ -171,3 +171,51 @@ def test_images_every_m_steps_decode_to_what_was_given(tmp_path):
 def test_bad_images_argument(tmp_path):
     with pytest.raises(TypeError, match="`images` must be a callable"):
         StepTensorBoard(str(tmp_path / "tb"), images="grid")
+
+
+def test_fit_in_a_loop_does_not_read_back_its_own_event_files(tmp_path, monkeypatch):
+    """A loop of `fit(epochs=1)` calls: each run starts where this process left
+    the files, so they are not read again (that read grows with the log)."""
+    from kerasteps import _eventfiles
+
+    reads = []
+    read_events = _eventfiles.read_events
+
+    def counting_read_events(path):
+        reads.append(path)
+        yield from read_events(path)
+
+    monkeypatch.setattr(_eventfiles, "read_events", counting_read_events)
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model()
+    x, y = tiny_data(20)
+    for _ in range(4):
+        callback = StepTensorBoard(log_dir, every=5)  # a new instance each time
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[callback])
+    assert reads == []
+    assert read_scalar_steps(log_dir, "train", "loss") == list(range(5, 41, 5))
+    assert len(os.listdir(os.path.join(log_dir, "train"))) == 4
+
+
+def test_event_files_changed_by_another_writer_are_read_again(tmp_path, caplog):
+    import tensorflow as tf
+
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model()
+    x, y = tiny_data(20)
+    callback = StepTensorBoard(log_dir, every=5)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[callback])
+    # Another writer (here TF's own summary writer) adds a value at step 50.
+    writer = tf.summary.create_file_writer(os.path.join(log_dir, "train"))
+    with writer.as_default():
+        tf.summary.scalar("other", 1.0, step=50)
+    writer.close()
+    with caplog.at_level("INFO", logger="kerasteps"):
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[callback])
+    assert "run starts at step 10; dropped 1 value(s)" in caplog.text
+    accumulator = EventAccumulator(
+        os.path.join(log_dir, "train"), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    assert "other" not in accumulator.Tags()["tensors"]
+    assert read_scalar_steps(log_dir, "train", "loss") == [5, 10, 15, 20]

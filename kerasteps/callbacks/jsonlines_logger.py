@@ -11,6 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from kerasteps import _logcache
 from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.schedule import Every
@@ -95,6 +96,8 @@ class JSONLinesLogger(StepCallback):
         self._pending: dict[str, Any] | None = None
         self._last_written: int | None = None
         self._file = None
+        self._bytes_written = 0
+        self._sig_at_begin: tuple = ()
         self._lock = threading.Lock()
 
     # -- reading what is there ----------------------------------------------------
@@ -114,6 +117,19 @@ class JSONLinesLogger(StepCallback):
         return lines
 
     def on_run_begin(self, start_step: int) -> None:
+        self._pending = None
+        self._bytes_written = 0
+        # The file as this process left it: its last step is known, no read needed.
+        last = _logcache.bound_if_unchanged(self.path, _logcache.signature([self.path]))
+        if last is not None and last <= start_step:
+            self._last_written = None if last < 0 else last
+        else:
+            self._last_written = self._keep_until(start_step)
+        self._sig_at_begin = _logcache.signature([self.path])
+        self._file = tf.io.gfile.GFile(self.path, "a")
+
+    def _keep_until(self, start_step: int) -> int | None:
+        """Drops the lines after `start_step`; returns the last step kept."""
         lines = self._read_lines()
         keep = [raw for step, raw in lines if step is not None and step <= start_step]
         if len(keep) != len(lines):
@@ -130,9 +146,24 @@ class JSONLinesLogger(StepCallback):
                 self.path,
             )
         steps = [step for step, _ in lines if step is not None and step <= start_step]
-        self._last_written = max(steps) if steps else None
-        self._pending = None
-        self._file = tf.io.gfile.GFile(self.path, "a")
+        return max(steps) if steps else None
+
+    def _remember_last_step(self) -> None:
+        """After closing: if the file grew by exactly what this logger wrote,
+        remember its last step so the next run need not read it."""
+        sig = _logcache.signature([self.path])
+        before = self._sig_at_begin[0] if self._sig_at_begin else None
+        size_before = before[1] if before else 0
+        grown = (
+            len(sig) == 1
+            and (before is None or sig[0][3] == before[3])  # not replaced
+            and sig[0][1] == size_before + self._bytes_written
+        )
+        if not grown:
+            _logcache.forget(self.path)
+            return
+        last = -1 if self._last_written is None else self._last_written
+        _logcache.remember(self.path, sig, last)
 
     # -- writing ------------------------------------------------------------------
     def _flush_pending(self) -> None:
@@ -142,8 +173,9 @@ class JSONLinesLogger(StepCallback):
             return
         if self._last_written is not None and record["step"] <= self._last_written:
             return
-        line = json.dumps({k: _json_number(v) for k, v in record.items()})
-        self._file.write(line + "\n")
+        line = json.dumps({k: _json_number(v) for k, v in record.items()}) + "\n"
+        self._file.write(line)
+        self._bytes_written += len(line.encode())
         self._file.flush()
         self._last_written = record["step"]
 
@@ -170,3 +202,4 @@ class JSONLinesLogger(StepCallback):
             if self._file is not None:
                 self._file.close()
                 self._file = None
+                self._remember_last_step()

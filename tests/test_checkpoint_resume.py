@@ -317,6 +317,8 @@ def test_restore_into_a_different_model_raises(tmp_path):
         ({"every": 5, "keep": 0}, ValueError, "`keep`.*received 0"),
         ({"every": 5, "keep": -1}, ValueError, "`keep`.*received -1"),
         ({"every": 5, "signals": ["TERM"]}, ValueError, "`signals`.*'TERM'"),
+        ({"every": 5, "verbose": 2}, ValueError, "`verbose` must be 0 or 1.*2"),
+        ({"every": 5, "verbose": "1"}, ValueError, "`verbose` must be 0 or 1.*'1'"),
     ],
 )
 def test_bad_arguments_raise_naming_the_argument(tmp_path, kwargs, error, match):
@@ -613,3 +615,19 @@ def test_restore_logs_the_checkpoint(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="kerasteps"):
         StepCheckpoint.restore_latest(tiny_model(), tmp_path)
     assert any("restored" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_saves_are_logged_at_info_only_when_verbose(tmp_path, caplog, verbose):
+    with caplog.at_level(logging.DEBUG, logger="kerasteps"):
+        _fit(tiny_model(), 8, [StepCheckpoint(tmp_path, every=4, verbose=verbose)])
+    saves = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.getMessage().startswith("StepCheckpoint: saved")
+    ]
+    level = logging.INFO if verbose else logging.DEBUG
+    assert saves == [
+        (level, f"StepCheckpoint: saved {tmp_path / name} at step {step}.")
+        for name, step in [("ckpt-4", 4), ("ckpt-8", 8)]
+    ]

@@ -423,6 +423,9 @@ class StepCheckpoint(StepCallback):
         keep: Positive int, default 3: how many of the newest checkpoints to keep.
         signals: Signals that save and stop, default `(signal.SIGTERM,)`; `()` for
             none.
+        verbose: `0` (default) or `1`, as in `keras.callbacks.ModelCheckpoint`:
+            `1` logs each save at INFO (`StepCheckpoint: saved ... at step n.`),
+            `0` at DEBUG. Restores are always logged at INFO.
 
     Example:
 
@@ -453,9 +456,13 @@ class StepCheckpoint(StepCallback):
         every: int | Every,
         keep: int = 3,
         signals: Iterable[int] = (signal.SIGTERM,),
+        verbose: int = 0,
     ):
         super().__init__(every)
         keep = _check_positive_int("keep", keep)
+        if verbose not in (0, 1) or not isinstance(verbose, int):
+            raise ValueError(f"`verbose` must be 0 or 1, received {verbose!r}.")
+        self.verbose = int(verbose)
         self.directory = check_writable_dir(directory, "directory")
         self.keep = keep
         try:
@@ -616,7 +623,12 @@ class StepCheckpoint(StepCallback):
         self._saved_steps.add(info.step)
         self.last_saved = info
         if info.path:
-            logger.info("StepCheckpoint: saved %s at step %d.", info.path, info.step)
+            logger.log(
+                logging.INFO if self.verbose else logging.DEBUG,
+                "StepCheckpoint: saved %s at step %d.",
+                info.path,
+                info.step,
+            )
         return info
 
     # -- run ------------------------------------------------------------------------

@@ -96,6 +96,8 @@ from typing import Any, TypeVar
 
 import click
 
+from kerasteps._validate import check_int
+
 __all__ = [
     "RECIPES_PATH_ENV",
     "common_options",
@@ -114,17 +116,6 @@ RECIPES_PATH_ENV = "KERASTEPS_RECIPES_PATH"
 _BUNDLED_PACKAGE = "kerasteps._recipes"
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an int >= 1, received {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    if value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1, received {value!r}.")
-    return int(value)
 
 
 def common_options(
@@ -168,8 +159,8 @@ def common_options(
     >>> CliRunner().invoke(main, ["--steps", "40", "--resume"]).output
     '40 5 logs/demo 0 True\\n'
     """
-    steps = _check_positive_int("steps", steps)
-    log_every = _check_positive_int("log_every", log_every)
+    steps = check_int("steps", steps)
+    log_every = check_int("log_every", log_every)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"`seed` must be an int, received {seed!r}.")
     if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):

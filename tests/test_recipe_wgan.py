@@ -95,6 +95,10 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     accumulator = EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
     accumulator.Reload()
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
+    assert (
+        "WGAN-GP (gradient penalty 1) on ring: n_critic 3, batch 32, g_step 0 -> 40."
+        in result.output
+    )
     assert "Trained to g_step 40 with d_step 120" in result.output
     assert re.search(r"Mode coverage of 10000 samples: \d/8 modes", result.output)
 
@@ -120,6 +124,10 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
     run("wgan", "--steps", "5", *common)
     result = run("wgan", "--steps", "10", "--resume", *common)
     assert "Resumed from the checkpoint at g_step 5." in result.output
+    assert (
+        "WGAN with weight clipping (0.01) on images: n_critic 2, batch 8, "
+        "g_step 5 -> 10." in result.output
+    )
     assert "Trained to g_step 10 with d_step 20" in result.output
     records = read_jsonl(logdir / "log.jsonl")
     assert [(r["g_step"], r["d_step"]) for r in records] == [(5, 10), (10, 20)]
@@ -140,3 +148,15 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
     assert (
         "expected ring, grid, images or a .npy file, received 'moons'" in result.output
     )
+
+
+def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):
+    logdir = tmp_path / "w"
+    result = CliRunner().invoke(
+        main,
+        ["run", "wgan", "--variant", "clip", "--gradient-penalty", "5"]
+        + ["--logdir", str(logdir)],
+    )
+    assert result.exit_code == 2
+    assert "'--gradient-penalty': is for --variant gp" in result.output
+    assert not logdir.exists()

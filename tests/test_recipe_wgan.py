@@ -112,8 +112,6 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
         "clip",
         "--n-critic",
         "2",
-        "--batch-size",
-        "8",
         "--log-every",
         "5",
         "--steps-per-execution",
@@ -125,7 +123,7 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
     result = run("wgan", "--steps", "10", "--resume", *common)
     assert "Resumed from the checkpoint at g_step 5." in result.output
     assert (
-        "WGAN with weight clipping (0.01) on images: n_critic 2, batch 8, "
+        "WGAN with weight clipping (0.01) on images: n_critic 2, batch 64, "
         "g_step 5 -> 10." in result.output
     )
     assert "Trained to g_step 10 with d_step 20" in result.output

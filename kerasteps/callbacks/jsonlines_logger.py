@@ -120,12 +120,14 @@ class JSONLinesLogger(StepCallback):
         self._pending = None
         self._bytes_written = 0
         # The file as this process left it: its last step is known, no read needed.
-        last = _logcache.bound_if_unchanged(self.path, _logcache.signature([self.path]))
+        sig = _logcache.signature([self.path])
+        last = _logcache.bound_if_unchanged(self.path, sig)
         if last is not None and last <= start_step:
             self._last_written = None if last < 0 else last
         else:
             self._last_written = self._keep_until(start_step)
-        self._sig_at_begin = _logcache.signature([self.path])
+            sig = _logcache.signature([self.path])  # the file may be rewritten
+        self._sig_at_begin = sig
         self._file = tf.io.gfile.GFile(self.path, "a")
 
     def _keep_until(self, start_step: int) -> int | None:

@@ -134,6 +134,12 @@ def main(
     )
 
     log_to_console(logging.INFO)
+    clip = variant == "clip"
+    if clip and gradient_penalty is not None:
+        raise click.BadParameter(
+            "is for --variant gp; --variant clip clips weights instead.",
+            param_hint="'--gradient-penalty'",
+        )
     keras.utils.set_random_seed(seed)
 
     # -- data -----------------------------------------------------------------------
@@ -189,12 +195,6 @@ def main(
             critic = build_image_critic(x.shape[1:], base_filters=base_filters)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="'--data'") from None
-    clip = variant == "clip"
-    if clip and gradient_penalty is not None:
-        raise click.BadParameter(
-            "is for --variant gp; --variant clip clips weights instead.",
-            param_hint="'--gradient-penalty'",
-        )
     if gradient_penalty is None:
         gradient_penalty = 1.0 if points else 10.0
     model = WGAN(
@@ -265,9 +265,9 @@ def main(
         x, batch_size, n_critic=n_critic, seed=seed, repeat=True
     )
     kind = (
-        "WGAN with weight clipping (0.01)"
+        f"WGAN with weight clipping ({model.clip_value:g})"
         if clip
-        else f"WGAN-GP (gradient penalty {gradient_penalty:g})"
+        else f"WGAN-GP (gradient penalty {model.gradient_penalty:g})"
     )
     click.echo(
         f"{kind} on {data}: n_critic {n_critic}, batch {batch_size}, "

@@ -2,8 +2,9 @@
 
 A true global step saved with the model, one `Every` schedule, callbacks that act every
 N steps, a WGAN `train_step` subclass, reusable models, recipes and a launcher.
-`global_step` and `step_counters` import Keras on first use, so `import kerasteps`
-(and the `kerasteps` launcher's `--help`, `list`) stays fast.
+`global_step`, `step_counters` and `count_optimizer_steps` import Keras on first
+use, so `import kerasteps` (and the `kerasteps` launcher's `--help`, `list`) stays
+fast.
 
 Example:
 
@@ -18,11 +19,13 @@ from kerasteps.schedule import Every
 
 __version__ = "0.1.0"
 
-__all__ = ["Every", "global_step", "step_counters", "__version__"]
+_FROM_STEPS = ("count_optimizer_steps", "global_step", "step_counters")
+
+__all__ = ["Every", *_FROM_STEPS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("global_step", "step_counters"):
+    if name in _FROM_STEPS:
         from kerasteps import steps
 
         return getattr(steps, name)
@@ -30,4 +33,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + ["global_step", "step_counters"])
+    return sorted(list(globals()) + list(_FROM_STEPS))

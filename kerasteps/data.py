@@ -33,10 +33,17 @@ def skip_consumed(
     `fit()` or a `next(iter(dataset))` first would shift what the resumed run sees.
     Build the pipeline afresh for the `fit()` that resumes.
 
+    With Keras's gradient accumulation (`gradient_accumulation_steps=k`) a global
+    step is `k` batches, and a checkpoint may fall in the middle of an update: pass
+    the restored model, and the batches it trained on
+    (`kerasteps.steps.micro_steps(model)`) are skipped.
+
     Args:
         dataset: The batched `tf.data.Dataset`, built as in the first run.
         step: The global step the run resumes from (what
-            `StepCheckpoint.restore_latest` returned), or the restored model.
+            `StepCheckpoint.restore_latest` returned), or the restored model (its
+            `kerasteps.steps.micro_steps`, which counts every batch of an
+            accumulated update).
         batches_per_step: Positive int, default 1: dataset elements consumed per
             global step (1 for `fit()`; more if a `train_step` draws extra batches
             from another iterator of the same dataset).
@@ -60,7 +67,7 @@ def skip_consumed(
             f"`dataset` must be a tf.data.Dataset, received {type(dataset).__name__}."
         )
     if isinstance(step, keras.Model):
-        step = steps_lib.global_step(step)
+        step = steps_lib.micro_steps(step)
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")
     batches_per_step = _check_positive_int("batches_per_step", batches_per_step)

@@ -1,13 +1,26 @@
-"""The global step of a Keras model, and the protocol for models with several counters.
+"""The global step of a Keras model, its counters, and the other model queries.
 
 The **global step** is the number of completed training updates of a model. It is read
 from a variable that is saved with the model (in `.keras` files and in checkpoints), so
 it continues across `fit()` calls, new callback instances and restarts.
 
 - For a plain compiled model it is `model.optimizer.iterations`: 0 before the first
-  update, 1 after it.
-- A model that trains with several optimizers (a GAN has one for the generator and one
-  for the critic) declares its own counters through the *step-counter protocol*:
+  update, 1 after it. With Keras's gradient accumulation
+  (`optimizer(gradient_accumulation_steps=k)`) it counts updates, one per `k` batches,
+  as TF1, Lightning and Hugging Face do; the batches are `micro_steps(model)`.
+- A model that trains with optimizers of its own (a GAN with `self.d_optimizer` and
+  `self.g_optimizer`, `model.optimizer` left unused) declares them in one line, after
+  `compile()` (and again after building the model anew, before a restore):
+
+  ```python
+  kerasteps.count_optimizer_steps(model, global_step="g_optimizer")
+  ```
+
+  Its counters are then the `iterations` of each optimizer attribute, named after the
+  attribute (`{"d_optimizer": ..., "g_optimizer": ...}`), and the global step is the
+  named one's. kerasteps refuses to train such a model without the declaration: it
+  would sit at step 0 forever.
+- A model class can declare its counters itself, through the *step-counter protocol*:
 
   ```python
   class MyGAN(keras.Model):
@@ -23,20 +36,28 @@ it continues across `fit()` calls, new callback instances and restarts.
   ```
 
   A model may also return its counters in the logs of `train_step` under the same
-  names; kerasteps callbacks then report those exact values, which stay right even when
-  Keras runs callbacks in a background thread.
+  names; kerasteps callbacks then report those exact values.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import keras
 
+from kerasteps._variables import read_floats, read_int
+
 __all__ = [
+    "StepNotCountedError",
+    "count_optimizer_steps",
     "global_step",
     "global_step_name",
+    "learning_rate_at",
+    "micro_steps",
+    "optimizer_attributes",
     "step_counters",
     "step_counter_variables",
     "step_optimizers",
@@ -44,6 +65,27 @@ __all__ = [
 
 #: Name of the single counter of a plain model in `step_counters`.
 PLAIN_COUNTER = "step"
+
+
+class StepNotCountedError(RuntimeError):
+    """A model trained but its global step did not move (raised in `fit()`).
+
+    kerasteps raises it at the first training step of a run where the model's
+    weights or optimizers moved while its global step stayed: a model that trains
+    with optimizers of its own. The message names the optimizers it found and the
+    `count_optimizer_steps` line that fixes it.
+    """
+
+
+@dataclass(frozen=True)
+class _Declaration:
+    """What `count_optimizer_steps` recorded for one model (not saved with it)."""
+
+    counters: tuple[str, ...]  # optimizer attribute names, in attribute order
+    global_name: str
+
+
+_DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _require_model(model: Any) -> None:
@@ -58,12 +100,123 @@ def _has_protocol(model: Any) -> bool:
     return callable(getattr(model, "kerasteps_counters", None))
 
 
+def is_plain(model: keras.Model) -> bool:
+    """True when the global step is `model.optimizer.iterations` (no declaration)."""
+    return model not in _DECLARED and not _has_protocol(model)
+
+
+def optimizer_attributes(model: keras.Model) -> dict[str, Any]:
+    """Returns the optimizers that are attributes of a model, by attribute name.
+
+    `model.optimizer` comes first when it is set; an optimizer held under two names
+    is listed once, under its first name other than `optimizer`.
+
+    Args:
+        model: A `keras.Model`.
+
+    Returns:
+        An ordered `dict` of attribute name to `keras.optimizers.Optimizer`.
+
+    Example:
+
+    >>> import keras, kerasteps
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> list(kerasteps.steps.optimizer_attributes(model))
+    ['optimizer']
+    """
+    _require_model(model)
+    default = getattr(model, "optimizer", None)
+    found: dict[str, Any] = {}
+    for name, value in vars(model).items():
+        if name.startswith("_") or not isinstance(value, keras.optimizers.Optimizer):
+            continue
+        if name == "optimizer" or any(value is other for other in found.values()):
+            continue
+        found[name] = value
+    if isinstance(default, keras.optimizers.Optimizer) and all(
+        default is not other for other in found.values()
+    ):
+        found = {"optimizer": default, **found}
+    return found
+
+
+def count_optimizer_steps(model: keras.Model, global_step: str) -> None:
+    """Declares a model's counters: the `iterations` of each of its optimizers.
+
+    For a model whose `train_step` trains with optimizers of its own (keras-io's
+    GANs: `self.d_optimizer`, `self.g_optimizer`), `model.optimizer` never moves and
+    the global step would stay 0. After this call the counters are the iterations of
+    every optimizer attribute of the model (named after the attribute; the unused
+    `model.optimizer` is left out unless it is the one named), and the global step is
+    the named optimizer's. Every kerasteps callback then logs all the counters and
+    learning rates, and `StopAtStep`, `StepCheckpoint` and resume use the global step.
+
+    The declaration lives in this process, not in the model's files: call it again
+    after building or loading the model anew (before `StepCheckpoint.restore_latest`,
+    which then continues the counters).
+
+    Args:
+        model: The compiled `keras.Model` (its optimizers must be attributes).
+        global_step: Attribute name of the optimizer whose updates are the global
+            step, e.g. `"g_optimizer"`.
+
+    Raises:
+        TypeError: if `model` is not a `keras.Model`.
+        ValueError: if the model declares counters through the step-counter protocol,
+            or `global_step` names none of its optimizers.
+
+    Example:
+
+    >>> import keras, kerasteps
+    >>> class GAN(keras.Model):
+    ...     def compile(self, d_optimizer, g_optimizer):
+    ...         super().compile()
+    ...         self.d_optimizer, self.g_optimizer = d_optimizer, g_optimizer
+    >>> gan = GAN()
+    >>> gan.compile(keras.optimizers.Adam(), keras.optimizers.Adam())
+    >>> kerasteps.count_optimizer_steps(gan, global_step="g_optimizer")
+    >>> kerasteps.step_counters(gan)
+    {'d_optimizer': 0, 'g_optimizer': 0}
+    """
+    _require_model(model)
+    if _has_protocol(model):
+        raise ValueError(
+            f"{type(model).__name__} declares its counters itself "
+            "(`kerasteps_counters`); `count_optimizer_steps` is for models without."
+        )
+    found = optimizer_attributes(model)
+    if not isinstance(global_step, str) or global_step not in found:
+        listed = ", ".join(f"`{name}`" for name in found) or "none"
+        raise ValueError(
+            f"`global_step` must name an optimizer attribute of "
+            f"{type(model).__name__}, received {global_step!r}; its optimizers: "
+            f"{listed}. Call `count_optimizer_steps` after `compile()`."
+        )
+    names = tuple(n for n in found if n != "optimizer" or n == global_step)
+    _DECLARED[model] = _Declaration(counters=names, global_name=global_step)
+
+
+def _declared_optimizers(model: keras.Model) -> dict[str, Any]:
+    declaration = _DECLARED[model]
+    optimizers = {}
+    for name in declaration.counters:
+        optimizer = getattr(model, name, None)
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise ValueError(
+                f"`count_optimizer_steps` declared the optimizer `{name}` of "
+                f"{type(model).__name__}, but `model.{name}` is now {optimizer!r}."
+            )
+        optimizers[name] = optimizer
+    return optimizers
+
+
 def step_counter_variables(model: keras.Model) -> dict[str, Any]:
     """Returns the variables that count a model's training steps, by name.
 
     Args:
-        model: A compiled `keras.Model`, or a model implementing the step-counter
-            protocol (`kerasteps_counters()` and `kerasteps_global_counter`).
+        model: A compiled `keras.Model`, a model declared with
+            `count_optimizer_steps`, or a step-counter protocol model.
 
     Returns:
         An ordered `dict` mapping counter names to integer variables. A plain model
@@ -83,6 +236,11 @@ def step_counter_variables(model: keras.Model) -> dict[str, Any]:
     ['step']
     """
     _require_model(model)
+    if model in _DECLARED:
+        return {
+            name: optimizer.iterations
+            for name, optimizer in _declared_optimizers(model).items()
+        }
     if _has_protocol(model):
         counters = dict(model.kerasteps_counters())
         name = getattr(model, "kerasteps_global_counter", None)
@@ -106,10 +264,11 @@ def global_step_name(model: keras.Model) -> str:
     """Returns the name of the counter that is the model's global step.
 
     Args:
-        model: A compiled `keras.Model` or a step-counter protocol model.
+        model: A compiled `keras.Model`, a declared or a step-counter protocol model.
 
     Returns:
-        `"step"` for a plain model, else the model's `kerasteps_global_counter`.
+        `"step"` for a plain model, the declared optimizer attribute, or the
+        protocol model's `kerasteps_global_counter`.
 
     Example:
 
@@ -120,6 +279,8 @@ def global_step_name(model: keras.Model) -> str:
     'step'
     """
     _require_model(model)
+    if model in _DECLARED:
+        return _DECLARED[model].global_name
     if _has_protocol(model):
         step_counter_variables(model)  # validates the protocol
         return model.kerasteps_global_counter
@@ -127,14 +288,14 @@ def global_step_name(model: keras.Model) -> str:
 
 
 def _to_int(variable: Any) -> int:
-    return int(keras.ops.convert_to_numpy(variable))
+    return read_int(variable)
 
 
 def step_counters(model: keras.Model) -> dict[str, int]:
     """Returns the current value of every step counter of a model.
 
     Args:
-        model: A compiled `keras.Model` or a step-counter protocol model.
+        model: A compiled `keras.Model`, a declared or a step-counter protocol model.
 
     Returns:
         An ordered `dict` of counter name to `int`: `{"step": n}` for a plain model,
@@ -158,7 +319,7 @@ def global_step(model: keras.Model) -> int:
     continues across `fit()` calls and restarts.
 
     Args:
-        model: A compiled `keras.Model` or a step-counter protocol model.
+        model: A compiled `keras.Model`, a declared or a step-counter protocol model.
 
     Returns:
         The global step as an `int`.
@@ -186,11 +347,12 @@ def step_optimizers(model: keras.Model) -> Mapping[str, Any]:
     """Returns the model's optimizers by short name, for learning-rate logging.
 
     Args:
-        model: A compiled `keras.Model` or a step-counter protocol model.
+        model: A compiled `keras.Model`, a declared or a step-counter protocol model.
 
     Returns:
-        `{"": model.optimizer}` for a plain model; a protocol model's
-        `kerasteps_optimizers()` when it defines one, else `{}`.
+        `{"": model.optimizer}` for a plain model; a declared model's optimizers by
+        attribute name; a protocol model's `kerasteps_optimizers()` when it defines
+        one, else `{}`.
 
     Example:
 
@@ -201,8 +363,101 @@ def step_optimizers(model: keras.Model) -> Mapping[str, Any]:
     ['']
     """
     _require_model(model)
+    if model in _DECLARED:
+        return _declared_optimizers(model)
     if _has_protocol(model):
         getter = getattr(model, "kerasteps_optimizers", None)
         return dict(getter()) if callable(getter) else {}
     optimizer = getattr(model, "optimizer", None)
     return {"": optimizer} if optimizer is not None else {}
+
+
+# -- the optimizer that counts the global step, and its batches ----------------------
+def _innermost(optimizer: Any) -> Any:
+    """The optimizer that holds `_iterations` (inside a `LossScaleOptimizer`)."""
+    while getattr(optimizer, "inner_optimizer", None) is not None:
+        optimizer = optimizer.inner_optimizer
+    return optimizer
+
+
+def global_optimizer(model: keras.Model) -> Any | None:
+    """The optimizer whose `iterations` is the global step; None for protocol models."""
+    if model in _DECLARED:
+        return _declared_optimizers(model)[_DECLARED[model].global_name]
+    if _has_protocol(model):
+        return None
+    return getattr(model, "optimizer", None)
+
+
+def accumulation_steps(model: keras.Model) -> int:
+    """Batches per global step: the global optimizer's gradient accumulation, or 1."""
+    optimizer = global_optimizer(model)
+    if optimizer is None:
+        return 1
+    return int(getattr(_innermost(optimizer), "gradient_accumulation_steps", 0) or 1)
+
+
+def micro_steps(model: keras.Model) -> int:
+    """Returns the number of training batches behind the global step.
+
+    It equals `global_step(model)` unless the optimizer accumulates gradients
+    (`gradient_accumulation_steps=k`): then the global step counts updates and this
+    counts the batches, `k` per update, including those of an update in progress.
+    `kerasteps.data.skip_consumed(dataset, model)` skips this many batches.
+
+    Args:
+        model: A compiled `keras.Model`, a declared or a step-counter protocol model.
+
+    Example:
+
+    >>> import numpy as np, keras, kerasteps
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(keras.optimizers.SGD(gradient_accumulation_steps=4), "mse")
+    >>> _ = model.fit(np.ones((12, 2)), np.ones((12, 1)), batch_size=2, verbose=0)
+    >>> kerasteps.global_step(model), kerasteps.steps.micro_steps(model)
+    (1, 6)
+    """
+    if accumulation_steps(model) == 1:
+        return global_step(model)
+    return _to_int(_innermost(global_optimizer(model))._iterations)
+
+
+def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
+    """Returns the learning rate that the update making global step `step` applied.
+
+    A `LearningRateSchedule` is evaluated on the optimizer's own count before that
+    update, as Keras does: `step - 1`, or `step * k - 1` when the optimizer
+    accumulates gradients over `k` batches. A constant or variable rate is read as
+    it is. With `step=None`, the rate of the optimizer's latest update.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer`.
+        step: The optimizer's update count after the update, or None.
+
+    Returns:
+        The learning rate as a float.
+
+    Raises:
+        Exception: whatever the optimizer raises when its rate cannot be read.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.steps import learning_rate_at
+    >>> schedule = keras.optimizers.schedules.PiecewiseConstantDecay([10], [1.0, 0.5])
+    >>> optimizer = keras.optimizers.SGD(schedule)
+    >>> learning_rate_at(optimizer, 11), learning_rate_at(optimizer, 12)
+    (1.0, 0.5)
+    """
+    inner = _innermost(optimizer)
+    raw = getattr(inner, "_learning_rate", None)
+    if isinstance(raw, keras.optimizers.schedules.LearningRateSchedule):
+        if step is None:
+            step = _to_int(inner.iterations)
+        k = int(getattr(inner, "gradient_accumulation_steps", 0) or 1)
+        value = raw(max(int(step) * k - 1, 0))
+        return float(keras.ops.convert_to_numpy(value))
+    value = inner.learning_rate
+    if isinstance(value, keras.Variable):
+        return read_floats([value])[0]
+    return float(keras.ops.convert_to_numpy(value))

@@ -544,6 +544,46 @@ def test_restored_state_equals_the_checkpoint(resumed_run, which):
     assert int(iterations) == step
 
 
+def test_a_resumed_run_writes_the_values_of_an_uninterrupted_one(tmp_path):
+    """SIGKILL after the checkpoint of step 20, which lies between the points 15
+    and 30: the resumed run's point 30 still averages steps 16..30."""
+    args = ("--log-every", "15", "--validate-every", "15", "--checkpoint-every", "10")
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    straight.mkdir()
+    killed.mkdir()
+    runs = [Run(straight, "all", *args)]
+    try:
+        assert runs[0].wait(120) == 0, runs[0].log()
+        runs.append(Run(killed, "first", *args, "--sleep", "0.05"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            latest = StepCheckpoint.latest(killed / "checkpoints")
+            if latest is not None and latest.step >= 20:
+                break
+            assert runs[1].process.poll() is None, runs[1].log()
+            time.sleep(0.01)
+        runs[1].process.send_signal(signal.SIGKILL)
+        runs[1].wait(30)
+        assert latest is not None and latest.step == 20
+        runs.append(Run(killed, "second", *args))
+        assert runs[2].wait(120) == 0, runs[2].log()
+    finally:
+        for run in runs:
+            run.kill()
+    assert runs[2].result()["start"] == 20
+    want = {r["step"]: r for r in read_jsonl(straight / "log.jsonl")}
+    got = {r["step"]: r for r in read_jsonl(killed / "log.jsonl")}
+    assert sorted(want) == sorted(got) == [15, 30, 45, 60]
+    for step, record in want.items():
+        for key in ("loss", "mae", "val_loss", "val_mae"):
+            assert got[step][key] == pytest.approx(record[key], rel=1e-6), (step, key)
+    tb_want = read_scalars(str(straight / "tb"), "train", "loss")
+    tb_got = read_scalars(str(killed / "tb"), "train", "loss")
+    assert [s for s, _ in tb_got] == [s for s, _ in tb_want] == [15, 30, 45, 60]
+    for (_, a), (_, b) in zip(tb_want, tb_got, strict=True):
+        assert b == pytest.approx(a, rel=1e-6)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -122,6 +122,67 @@ def test_plain_evaluate_in_a_callback_would_change_the_losses():
     assert plain.logs[4]["loss"] != naive.logs[4]["loss"]
 
 
+def test_keras_validation_and_validate_every_share_no_step(tmp_path, caplog):
+    """One value per tag and step; a WARNING says the `val_` series mix two sources."""
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    model = tiny_model()
+    x_val, y_val = tiny_data(10, seed=1)
+    x_other, y_other = tiny_data(12, seed=2)
+    validate = ValidateEvery(5, validation_data=(x_val, y_val))
+    tb, jsonl = str(tmp_path / "tb"), str(tmp_path / "log.jsonl")
+    _fit(
+        model,
+        20,
+        [
+            validate,
+            StepTensorBoard(tb, every=5),
+            JSONLinesLogger(jsonl, every=5),
+            StopAtStep(15),
+        ],
+        epochs=3,
+        validation_data=(x_other, y_other),
+    )
+    # Keras validated at 10 (epoch end) and 15 (the stop); ValidateEvery at 5, 10, 15.
+    points = read_scalars(tb, "validation", "loss")
+    assert [s for s, _ in points] == [5, 10, 15]
+    records = {r["step"]: r for r in read_jsonl(jsonl)}
+    assert points[-1][1] == pytest.approx(records[15]["val_loss"], rel=1e-6)
+    assert records[15]["val_loss"] == pytest.approx(
+        validate.last_values["val_loss"], rel=1e-6
+    )  # ValidateEvery's value won the shared step
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "logs val_loss at epoch ends, and ValidateEvery logs the same keys" in (
+        warnings[0].getMessage()
+    )
+
+
+def test_validate_every_prefix_keeps_the_series_apart(tmp_path, caplog):
+    model = tiny_model()
+    x_val, y_val = tiny_data(10, seed=1)
+    validate = ValidateEvery(5, (x_val, y_val), prefix="val_holdout_")
+    tb, jsonl = str(tmp_path / "tb"), str(tmp_path / "log.jsonl")
+    _fit(
+        model,
+        20,
+        [validate, StepTensorBoard(tb, every=5), JSONLinesLogger(jsonl, every=5)],
+        epochs=2,
+        validation_data=tiny_data(12, seed=2),
+    )
+    assert [s for s, _ in read_scalars(tb, "validation", "holdout_loss")] == [
+        5,
+        10,
+        15,
+        20,
+    ]
+    assert [s for s, _ in read_scalars(tb, "validation", "loss")] == [10, 20]
+    records = read_jsonl(jsonl)
+    assert [r["step"] for r in records if "val_holdout_loss" in r] == [5, 10, 15, 20]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    with pytest.raises(ValueError, match="`prefix` must be a non-empty str"):
+        ValidateEvery(5, (x_val, y_val), prefix="")
+
+
 def test_validate_every_accepts_datasets_and_sample_weights(tmp_path):
     x_val, y_val = tiny_data(12, seed=2)
     weights = np.linspace(0.5, 1.5, 12).astype("float32")
@@ -194,13 +255,76 @@ def test_stop_at_step_ends_at_max_steps_and_after_a_resume(tmp_path):
     assert kerasteps.global_step(resumed) == 45 and later.remaining(resumed) == 0
 
 
-def test_stop_at_step_with_steps_per_execution_stops_at_the_next_boundary():
+def test_stop_at_step_with_steps_per_execution_stops_at_the_next_boundary(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
     model = tiny_model(steps_per_execution=4)
-    _fit(model, 40, [StopAtStep(30)], epochs=10)
-    assert kerasteps.global_step(model) == 32
+    stop = StopAtStep(30)
+    _fit(model, 40, [stop], epochs=10)
+    assert kerasteps.global_step(model) == stop.stopped_step == 32
+    messages = [r.getMessage() for r in caplog.records]
+    assert (
+        "StopAtStep(max_steps=30): with steps_per_execution=4 the step moves 4 at a "
+        "time from 0, so training stops at step 32, the first execution boundary "
+        "past 30 (an epoch end can move the boundaries)." in messages
+    )
+    assert (
+        "StopAtStep: reached global step 32 (max_steps=30, 2 past it: "
+        "steps_per_execution=4); stopping training." in messages
+    )
+    caplog.clear()
     exact = tiny_model(steps_per_execution=4)
     _fit(exact, 40, [StopAtStep(28)], epochs=10)
     assert kerasteps.global_step(exact) == 28
+    assert [r.getMessage() for r in caplog.records] == [
+        "StopAtStep: reached global step 28 (max_steps=28); stopping training."
+    ]
+
+
+def _repeated_tiny_data(n=64):
+    x, y = tiny_data(n)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(2).repeat()
+
+
+def test_epochs_of_whole_executions_are_labelled_with_the_true_step(tmp_path):
+    """steps_per_epoch=200, K=7: Keras trains 203 steps an epoch; so do the labels."""
+
+    class Steps(kerasteps.callbacks.StepCallback):
+        def __init__(self):
+            super().__init__(every=1)
+            self.seen = []
+
+        def on_step(self, event):
+            self.seen.append((event.step, kerasteps.global_step(self.model)))
+
+    model = tiny_model(steps_per_execution=7)
+    steps, jsonl = Steps(), str(tmp_path / "log.jsonl")
+    model.fit(
+        _repeated_tiny_data(),
+        steps_per_epoch=200,
+        epochs=3,
+        verbose=0,
+        callbacks=[steps, JSONLinesLogger(jsonl, every=100)],
+    )
+    assert kerasteps.global_step(model) == 609
+    assert all(told == true for told, true in steps.seen), steps.seen[-5:]
+    assert [s for s, _ in steps.seen] == list(range(7, 610, 7))
+    assert [r["step"] for r in read_jsonl(jsonl)] == [105, 203, 301, 406, 504, 602]
+
+
+def test_stop_at_step_reports_the_true_step_past_an_epoch_end(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    model = tiny_model(steps_per_execution=7)
+    stop = StopAtStep(200)
+    model.fit(
+        _repeated_tiny_data(),
+        steps_per_epoch=200,
+        epochs=3,
+        verbose=0,
+        callbacks=[stop],
+    )
+    assert kerasteps.global_step(model) == stop.stopped_step == 203
+    assert "reached global step 203 (max_steps=200, 3 past it" in caplog.text
+    assert "so training stops at step 203" in caplog.text
 
 
 def test_stop_at_step_refuses_a_run_that_starts_at_or_after_max_steps(tmp_path):

@@ -11,6 +11,7 @@ from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.jsonlines_logger import JSONLinesLogger
 from kerasteps.callbacks.log_every import LogEvery
 from kerasteps.callbacks.step_checkpoint import StepCheckpoint
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_progress_bar import StepProgressBar
 from kerasteps.callbacks.step_tensorboard import StepTensorBoard
 from kerasteps.callbacks.stop_at_step import StopAtStep
@@ -20,6 +21,7 @@ from kerasteps.callbacks.validate_every import ValidateEvery
 
 __all__ = [
     "StepCallback",
+    "StepEvent",
     "LogEvery",
     "StepTensorBoard",
     "JSONLinesLogger",

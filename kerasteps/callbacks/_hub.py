@@ -2,111 +2,147 @@
 
 Keras calls each callback on its own; kerasteps callbacks must agree on the step, see
 each other's values (a validation run at step N reaches every sink at step N whatever
-the callback order) and act in order even when Keras dispatches batch-end callbacks to
-a thread pool. One `RunHub` per model and `fit()` call does that:
+the callback order) and read the training state once per step. One `RunHub` per model
+and `fit()` call does that:
 
-- it reads the global step once when the run begins and then tracks it in Python: the
-  step after the batch that ends at epoch-local index `b` is
-  `epoch_start + min(b + 1, steps_per_epoch)`; it re-reads the true step at every
-  epoch end, when Keras has drained its callback threads;
-- the first kerasteps callback that Keras calls for a batch processes that batch for
-  all of them (providers such as validation first, then guards, sinks, checkpoints,
-  stop); the others return at once;
-- batches are processed strictly in order: with async dispatch a batch waits until the
-  batch before it has been processed.
+- **The step.** It reads the global step when the run begins and then tracks it in
+  Python: after the batch that ends at epoch-local index `b` the model has trained on
+  `epoch_start + b + 1` batches (the global step is that, divided by the gradient
+  accumulation steps). It reads the true step where tracking cannot know it: at the
+  epoch's last batch (Keras runs whole executions of `steps_per_execution` steps, so
+  an epoch of 200 steps with K=7 trains 203), at every batch when the epoch length is
+  unknown and K > 1 or when the optimizer may skip steps (loss scaling), and at every
+  epoch end. A model that returns its global counter in its logs (`WGAN`) is taken at
+  its word.
+- **Counting is checked.** At the first batch of a run it checks that the global step
+  moved; if it did not while the model trained (a GAN training with optimizers of its
+  own, `model.optimizer` unused), training stops with an error that names the
+  optimizers and the one-line declaration.
+- **Dispatch.** Between steps where some callback is due, a batch end costs a few
+  attribute reads. At a due step the first kerasteps callback that Keras calls
+  processes the batch for all of them, in phase order (providers such as validation
+  first, then guards, sinks, checkpoints, stop); the others return at once.
+- **Values.** `training_values` gives each callback its values reduced as it asks
+  (see `StepEvent`), from `MetricWindows`: state is read once per step.
+
+Keras runs batch ends on the training thread on TensorFlow (`IS_THREAD_SAFE` is False
+there). On JAX and PyTorch it may dispatch them to a thread pool, unless a callback
+says it is not async-safe; kerasteps callbacks read the training state at the steps
+where they act, which in a pool thread would race with training, so they are not.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
 
 from kerasteps import distribute
 from kerasteps import steps as steps_lib
+from kerasteps.callbacks import _windows
+from kerasteps.callbacks.step_event import StepRecord, scalar_items
+from kerasteps.steps import StepNotCountedError
+
+if TYPE_CHECKING:
+    from kerasteps.callbacks.base import StepCallback
 
 logger = logging.getLogger("kerasteps")
 
-# How long a batch waits for the batch before it (async dispatch) before going on.
-_ORDER_TIMEOUT_S = 30.0
+#: How many batches of a run the hub checks that the global step moves.
+_PROGRESS_CHECK_BATCHES = 100
 
 _HUBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _HUBS_LOCK = threading.Lock()
 
 
-def scalar_items(values: Mapping[str, Any]) -> dict[str, float]:
-    """Returns the entries of `values` that are single numbers, as Python scalars."""
-    out: dict[str, float] = {}
-    for key, value in values.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, (int, float)):
-            out[key] = value
-            continue
+def _weights_fingerprint(model: keras.Model) -> list[float] | None:
+    variables = model.trainable_variables
+    if not variables:
+        return None
+    return [float(keras.ops.convert_to_numpy(keras.ops.sum(v))) for v in variables]
+
+
+def _iterations(optimizers: Mapping[str, Any]) -> dict[str, int]:
+    out = {}
+    for name, optimizer in optimizers.items():
         try:
-            array = np.asarray(value)
-        except Exception:  # noqa: BLE001 - not convertible: not a scalar
-            continue
-        if array.size != 1 or array.dtype.kind not in "iuf":
-            continue
-        item = array.reshape(()).item()
-        out[key] = item
+            out[name] = steps_lib._to_int(optimizer.iterations)
+        except Exception:  # noqa: BLE001 - an optimizer not built yet
+            out[name] = 0
     return out
 
 
-@dataclass
-class StepEvent:
-    """What a kerasteps callback receives when it acts at a step.
+class _ProgressCheck:
+    """Checks, at the first batches of a run, that the global step counts training."""
 
-    Attributes:
-        step: The true global step after the update(s) that produced `logs`.
-        prev: The global step before them (`step - K` with `steps_per_execution=K`).
-        logs: The training logs of that step (Keras's batch logs).
-        extras: Values provided at this step by kerasteps providers
-            (`val_*` from validation, throughput), or by Keras's own validation.
-        scheduled: True when the receiving callback's own schedule fired; False
-            when it is called only to record `extras`.
-        final: True at the end of the run (`Every(last=True)`).
-        epoch_last: True when this is the epoch's last batch: Keras's epoch-end
-            validation values for this step may still come (sinks that write one
-            record per step wait for the epoch end, where `flush()` is called).
-        time: Wall-clock time (seconds since the epoch) of the event.
-    """
+    def __init__(self, model: keras.Model, start_step: int, start_micro: int):
+        self.model = model
+        self.start_step = start_step
+        self.start_micro = start_micro
+        self.batches = 0
+        self.weights = _weights_fingerprint(model)
+        self.optimizers = _iterations(steps_lib.optimizer_attributes(model))
+        self.counters = steps_lib.step_counters(model)
 
-    step: int
-    prev: int
-    logs: Mapping[str, Any]
-    hub: RunHub
-    extras: dict[str, Any] = field(default_factory=dict)
-    scheduled: bool = True
-    final: bool = False
-    epoch_last: bool = False
-    time: float = field(default_factory=time.time)
-    _counters: dict[str, int] | None = None
+    def moved(self, step: int, micro: int) -> bool:
+        """True once the step moved; raises if the model trained without counting."""
+        self.batches += 1
+        if step > self.start_step or micro > self.start_micro:
+            return True
+        counters = steps_lib.step_counters(self.model)
+        if any(counters[k] != v for k, v in self.counters.items()):
+            return True  # another declared counter moved (the critic's)
+        found = steps_lib.optimizer_attributes(self.model)
+        optimizers = _iterations(found)
+        global_optimizer = steps_lib.global_optimizer(self.model)
+        others_moved = [
+            name
+            for name, count in optimizers.items()
+            if count != self.optimizers.get(name, 0)
+            and found[name] is not global_optimizer
+        ]
+        weights = _weights_fingerprint(self.model)
+        trained = others_moved or (
+            self.weights is not None and weights is not None and weights != self.weights
+        )
+        if trained:
+            raise StepNotCountedError(self._message(optimizers))
+        return self.batches >= _PROGRESS_CHECK_BATCHES  # nothing trained: look again
 
-    @property
-    def counters(self) -> dict[str, int]:
-        """The model's step counters at this step (`{"step": n}` for a plain model)."""
-        if self._counters is None:
-            self._counters = self.hub.counters_at(self.step, self.logs)
-        return self._counters
-
-    def values(self) -> dict[str, float]:
-        """The scalar values to record: logs and extras when scheduled, else extras."""
-        if not self.scheduled:
-            return scalar_items(self.extras)
-        merged = scalar_items(self.logs)
-        for name in self.hub.counter_names:
-            merged.pop(name, None)
-        merged.update(scalar_items(self.extras))
-        return merged
+    def _message(self, optimizers: dict[str, int]) -> str:
+        name = type(self.model).__name__
+        counter = steps_lib.global_step_name(self.model)
+        if steps_lib.is_plain(self.model):
+            what = f"`model.optimizer.iterations` stayed at {self.start_step}"
+        else:
+            what = f"its global counter `{counter}` stayed at {self.start_step}"
+        found = ", ".join(
+            f"`{attr}` (iterations {count})" for attr, count in optimizers.items()
+        )
+        moving = {
+            k: v - self.optimizers.get(k, 0)
+            for k, v in optimizers.items()
+            if v != self.optimizers.get(k, 0)
+        }
+        suggestion = (
+            min(moving, key=lambda k: (moving[k], k)) if moving else "<optimizer>"
+        )
+        return (
+            f"kerasteps: {name} trained in the first step of this run, but its global "
+            f"step did not move: {what}. The model updates its weights with "
+            "optimizers other than `model.optimizer`, so every step-based callback "
+            "would see step 0 (no logs, no checkpoints, no stop). Optimizers found on "
+            f"the model: {found or 'none'}. Declare which one counts the global "
+            "step, once after compile() (and again after building the model anew):\n\n"
+            f'    kerasteps.count_optimizer_steps(model, global_step="{suggestion}")\n'
+        )
 
 
 class RunHub:
@@ -117,129 +153,291 @@ class RunHub:
         self.params = params
         self.counter_names = list(steps_lib.step_counter_variables(model))
         self.global_name = steps_lib.global_step_name(model)
-        self.is_plain = self.counter_names == [steps_lib.PLAIN_COUNTER]
+        self.is_plain = steps_lib.is_plain(model)
         self.is_chief = distribute.is_chief(model)
+        self.accumulation = steps_lib.accumulation_steps(model)
         self.start_step = steps_lib.global_step(model)
+        self.start_micro = steps_lib.micro_steps(model)
         self.step = self.start_step
-        self.callbacks: list[Any] = []
+        self.callbacks: list[StepCallback] = []
+        # Chief-only callbacks on another worker: they do nothing, but their
+        # schedules count, so that every worker reads the metric state at the same
+        # steps (under MultiWorkerMirroredStrategy, a read is a collective op).
+        self._passive: list[StepCallback] = []
+        self._lockstep = distribute.task_of(model)[0] is not None
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
+        self.started_at = time.time()
+        self.windows = _windows.MetricWindows(model)
+        self._carry = _windows.take_carry(model, self.start_step)
+        steps = params.get("steps") if params else None
+        self._steps_in_epoch = int(steps) if steps else None
+        self._micro = self.start_micro
         self._epoch = None
         self._epoch_ended = None
-        self._epoch_start = self.start_step
+        self._epoch_start_micro = self.start_micro
         self._last_batch = -1
-        self._cond = threading.Condition(threading.RLock())
-        self._order_broken = False
-        self.started_at = time.time()
+        self._last_prev = self.start_step  # prev of the latest step change
+        self._lock = threading.RLock()
+        self._next_due = 0  # dispatch at the first step change, then when due
+        self._quiet_until: float = -1
+        self._reports_step = False
+        self._wake = False
+        self._progress: _ProgressCheck | None = _ProgressCheck(
+            model, self.start_step, self.start_micro
+        )
+        self._exact = self._must_read_each_batch()
+        self._snapshots: dict[int, _windows.State] = {self.start_step: {}}
+        self._provided: tuple[int, set[str]] = (-1, set())
+        self._last_readers: list[StepCallback] = []
+        self._warned: set[tuple[str, str]] = set()
+
+    def _must_read_each_batch(self) -> bool:
+        spe = self.steps_per_execution
+        optimizer = steps_lib.global_optimizer(self.model)
+        scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        return scaled or (self._steps_in_epoch is None and spe > 1)
 
     # -- registration -------------------------------------------------------------
-    def register(self, callback: Any) -> None:
-        with self._cond:
-            if callback not in self.callbacks:
-                self.callbacks.append(callback)
+    def register(self, callback: StepCallback, active: bool = True) -> None:
+        """Adds a callback; an inactive one (a sink on a worker) only counts."""
+        with self._lock:
+            group = self.callbacks if active else self._passive
+            if callback not in group:
+                group.append(callback)
                 # Stable sort: phase first, then the order the user listed them.
-                self.callbacks.sort(key=lambda cb: cb.phase)
+                group.sort(key=lambda cb: cb.phase)
+            self._last_readers = [
+                cb
+                for cb in self.callbacks + self._passive
+                if cb.reads_values and cb.reduce == "last" and cb.every is not None
+            ]
+            self._next_due = 0
+            self._quiet_until = -1
+
+    def carry_for(self, callback: StepCallback) -> _windows.State:
+        """The partial window a `reduce="mean"` callback carries into this run."""
+        return self._carry.get(repr(callback.every), {})
+
+    def wake(self) -> None:
+        """Makes the next batch end dispatch to every callback (a signal arrived)."""
+        self._wake = True
+        self._quiet_until = -1
 
     @property
     def steps_per_execution(self) -> int:
         return max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
 
+    # -- reading the model --------------------------------------------------------
+    def _read_true(self) -> tuple[int, int]:
+        """The model's (global step, micro steps), from the trained state."""
+        sync = getattr(self.model, "jax_state_sync", None)
+        if callable(sync):
+            sync()
+        step = steps_lib.global_step(self.model)
+        micro = steps_lib.micro_steps(self.model) if self.accumulation > 1 else step
+        return step, micro
+
     # -- step bookkeeping ---------------------------------------------------------
     def epoch_begin(self, epoch: int) -> None:
-        with self._cond:
+        with self._lock:
             if self._epoch == epoch:
                 return
             self._epoch = epoch
-            self._epoch_start = self.step
+            self._epoch_start_micro = self._micro
             self._last_batch = -1
-
-    def _wait_for_predecessor(self, batch: int) -> None:
-        """Blocks until the batch before `batch` has been processed (async mode)."""
-        predecessor = batch - self.steps_per_execution
-        if predecessor < 0 or self._order_broken:
-            return
-        ok = self._cond.wait_for(
-            lambda: self._last_batch >= predecessor, timeout=_ORDER_TIMEOUT_S
-        )
-        if not ok:
-            self._order_broken = True
-            logger.warning(
-                "kerasteps: batch %d of epoch %s waited %.0f s for batch %d; "
-                "continuing without ordering.",
-                batch,
-                self._epoch,
-                _ORDER_TIMEOUT_S,
-                predecessor,
-            )
+            self.windows.epoch_begin()
+            self._quiet_until = self._quiet_batches()
 
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
         """Processes one Keras batch end for every registered callback, once."""
-        if batch <= self._last_batch:  # fast path: another callback processed it
+        if batch <= self._last_batch:  # another kerasteps callback processed it
             return
-        with self._cond:
-            if self.ended or batch <= self._last_batch:
-                return
-            self._wait_for_predecessor(batch)
-            if batch <= self._last_batch:
-                return
-            steps_in_epoch = self.params.get("steps") if self.params else None
-            done = batch + 1
-            if steps_in_epoch:
-                done = min(done, int(steps_in_epoch))
-            step = self._epoch_start + done
-            prev = self.step
-            self._last_batch = batch
-            if step <= prev:
-                self._cond.notify_all()
-                return
-            self.step = step
-            self.last_logs = logs or {}
-            epoch_last = bool(steps_in_epoch) and done >= int(steps_in_epoch)
-            try:
-                self._dispatch(prev, step, self.last_logs, epoch_last)
-            finally:
-                self._cond.notify_all()
+        self._last_batch = batch
+        self.last_logs = logs or {}
+        if batch < self._quiet_until:  # nothing is due: only count
+            self._micro = self._epoch_start_micro + batch + 1
+            self.step = self._micro // self.accumulation
+            return
+        with self._lock:
+            if not self.ended:
+                self._batch_end(batch, self.last_logs)
+                self._quiet_until = self._quiet_batches()
+
+    def _batch_end(self, batch: int, logs: Mapping[str, Any]) -> None:
+        done = batch + 1
+        epoch_last = self._steps_in_epoch is not None and done >= self._steps_in_epoch
+        counted = logs.get(self.global_name) if not self.is_plain else None
+        if isinstance(counted, (int, float)) and not isinstance(counted, bool):
+            step = int(counted)  # the model reports its counter (WGAN)
+            self._micro = step
+            self._reports_step = True
+        elif epoch_last or self._exact:
+            step, self._micro = self._read_true()
+        else:
+            self._micro = self._epoch_start_micro + done
+            step = self._micro // self.accumulation
+        if self._progress is not None:
+            step = self._check_progress(step)
+        prev = self.step
+        if step <= prev:
+            return  # no update finished (gradient accumulation, a skipped step)
+        self.step = step
+        self._last_prev = prev
+        if self._wake or epoch_last or step >= self._next_due:
+            self._wake = False
+            self._dispatch(prev, step, logs, epoch_last)
+            self._next_due = self._due_after(step)
+        if self._last_readers:
+            self._snapshot_for_last(step)
+
+    def _quiet_batches(self) -> float:
+        """Batches with an index below this need nothing but counting.
+
+        Below it no callback is due, the epoch does not end, and the step is what
+        Python tracking says (no exact reads, no counter in the logs, no check).
+        """
+        if (
+            self.ended
+            or self._exact
+            or self._wake
+            or self._reports_step
+            or self._progress is not None
+            or self._last_readers
+        ):
+            return -1
+        limit = self._next_due * self.accumulation - self._epoch_start_micro - 1
+        if self._steps_in_epoch is not None:
+            limit = min(limit, self._steps_in_epoch - 1)
+        return limit
+
+    def _check_progress(self, step: int) -> int:
+        true_step, true_micro = self._read_true()
+        try:
+            done = self._progress.moved(true_step, true_micro)
+        except StepNotCountedError:
+            self.abort()
+            raise
+        if done:
+            self._progress = None
+        if true_step != step or true_micro != self._micro:
+            # Tracking in Python would drift (the step does not move once per batch).
+            self._exact = True
+        self._micro = true_micro
+        return true_step
+
+    def _reads_at(self, prev: int, step: int, final: bool) -> bool:
+        """True if a callback that reduces values (on any worker) acts at `step`."""
+        return any(
+            callback.reads_values
+            and callback.reduce != "epoch"
+            and self._fires(callback, prev, step, final)
+            for callback in self.callbacks + self._passive
+        )
+
+    def _due_after(self, step: int) -> int:
+        due = math.inf
+        for callback in self.callbacks + self._passive:
+            for every in callback.schedules():
+                due = min(due, every.next_after(step))
+        return due
 
     def _dispatch(
-        self, prev: int, step: int, logs: Mapping[str, Any], epoch_last: bool
+        self,
+        prev: int,
+        step: int,
+        logs: Mapping[str, Any],
+        epoch_last: bool,
+        final: bool = False,
     ) -> None:
-        event = StepEvent(
-            step=step, prev=prev, logs=logs, hub=self, epoch_last=epoch_last
+        record = StepRecord(
+            step=step,
+            prev=prev,
+            logs=logs,
+            hub=self,
+            epoch_last=epoch_last,
+            final=final,
+            time=time.time(),
         )
+        if self._lockstep and self._reads_at(prev, step, final):
+            self.windows.cumulative(step, logs)  # every worker, before anything else
         for callback in self.callbacks:
-            every = callback.every
-            fired = every is not None and every.fires(prev, step, self.start_step)
-            callback._dispatch_step(event, fired)
+            callback._dispatch_step(record, self._fires(callback, prev, step, final))
+        for callback in self._passive:
+            if self._fires(callback, prev, step, final):
+                callback._last_fired_step = step
+        self._provided = (step, set(record.extras))
+
+    def _fires(self, callback: StepCallback, prev: int, step: int, final: bool) -> bool:
+        every = callback.every
+        if every is None:
+            return False
+        if final:
+            return every.last and callback._last_fired_step != step
+        return every.fires(prev, step, self.start_step)
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> None:
         """Re-reads the true step; hands Keras's `val_*` values to the sinks."""
-        with self._cond:
+        with self._lock:
             if self.ended or self._epoch_ended == epoch:
                 return
             self._epoch_ended = epoch
+            self.windows.close_epoch()
             self.resync()
             values = {k: v for k, v in (logs or {}).items() if k.startswith("val_")}
-            values = scalar_items(values)
+            values = self._keras_validation(scalar_items(values))
             if values:
                 self._dispatch_extras(values)
             for callback in self.callbacks:
                 callback.flush()
 
+    def test_begin(self) -> None:
+        """Keras's own validation is about to reset the metrics: keep their state."""
+        with self._lock:
+            if not self.ended:
+                self.windows.close_epoch()
+
+    def _keras_validation(self, values: dict[str, float]) -> dict[str, float]:
+        """Keras's `val_*` values, without those a provider gave at the same step."""
+        if not values:
+            return values
+        for callback in self.callbacks:
+            prefix = callback.value_prefix
+            if not prefix or ("validation", prefix) in self._warned:
+                continue
+            clashing = sorted(k for k in values if k.startswith(prefix))
+            if clashing:
+                self._warned.add(("validation", prefix))
+                logger.warning(
+                    "kerasteps: Keras's own validation (fit's `validation_data` or "
+                    "`validation_split`) logs %s at epoch ends, and %s logs the same "
+                    "keys on its schedule: the series mix two evaluations. At a step "
+                    "where both ran, %s's values are written. To keep them apart, "
+                    'give it another prefix, e.g. `prefix="val_steps_"`.',
+                    ", ".join(clashing),
+                    type(callback).__name__,
+                    type(callback).__name__,
+                )
+        step, provided = self._provided
+        if step == self.step:
+            values = {k: v for k, v in values.items() if k not in provided}
+        return values
+
     def _dispatch_extras(self, values: dict[str, Any]) -> None:
-        event = StepEvent(
+        record = StepRecord(
             step=self.step,
             prev=self.step,
             logs={},
             hub=self,
             extras=values,
-            scheduled=False,
+            time=time.time(),
         )
         for callback in self.callbacks:
-            callback._dispatch_step(event, False)
+            callback._dispatch_step(record, False)
 
     def resync(self) -> None:
         """Sets the tracked step to the model's true global step."""
-        true_step = steps_lib.global_step(self.model)
+        true_step, true_micro = self._read_true()
         if true_step != self.step:
             logger.debug(
                 "kerasteps: tracked step %d, true step %d; using the true step.",
@@ -247,46 +445,107 @@ class RunHub:
                 true_step,
             )
             self.step = true_step
-            self._epoch_start = true_step
+        self._micro = true_micro
+        self._epoch_start_micro = true_micro
 
     def train_end(self) -> None:
         """Fires `Every(last=True)` callbacks at the final step, then closes all."""
-        with self._cond:
+        with self._lock:
             if self.ended:
                 return
+            self.windows.close_epoch()
             self.resync()
             final = self.step
-            event = StepEvent(
-                step=final, prev=final, logs=self.last_logs, hub=self, final=True
-            )
             if final > self.start_step:
-                for callback in self.callbacks:
-                    every = callback.every
-                    fired = bool(
-                        every is not None
-                        and every.last
-                        and callback._last_fired_step != final
-                    )
-                    callback._dispatch_step(event, fired)
-            self.ended = True
-            errors = []
-            for callback in self.callbacks:
-                try:
-                    callback.on_run_end(final)
-                except Exception as error:  # noqa: BLE001 - close the others first
-                    errors.append(error)
-            if errors:
-                raise errors[0]
+                self._dispatch(final, final, self.last_logs, False, final=True)
+            if final > self.start_step:
+                _windows.attach_carry(self.model, final, self.carry())
+            self._close()
+
+    def abort(self) -> None:
+        """Closes every callback after an error, without dispatching anything."""
+        with self._lock:
+            if not self.ended:
+                self._close()
+
+    def _close(self) -> None:
+        self.ended = True
+        errors = []
+        for callback in self.callbacks:
+            try:
+                callback.on_run_end(self.step)
+            except Exception as error:  # noqa: BLE001 - close the others first
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
     # -- values -------------------------------------------------------------------
+    def training_values(
+        self, record: StepRecord, callback: StepCallback | None
+    ) -> tuple[dict[str, float], frozenset[str]]:
+        """The training values of a step for `callback`, reduced as it asks."""
+        logs = scalar_items(record.logs)
+        for name in self.counter_names:
+            logs.pop(name, None)
+        reduce = callback.reduce if callback is not None else "epoch"
+        if reduce == "epoch" or not logs or not callback.reads_values:
+            return logs, frozenset()
+        state = self.windows.cumulative(record.step, record.logs)
+        if reduce == "mean":
+            window = _windows.window_between(state, callback._window_start)
+            callback._window_start = state
+            callback._window_step = record.step
+        else:
+            before = record.prev if not record.final else self._last_prev
+            start = self._snapshots.get(before)
+            if start is None:
+                return logs, frozenset()
+            window = _windows.window_between(state, start)
+        return self.windows.reduce(logs, window)
+
+    def _snapshot_for_last(self, step: int) -> None:
+        """Keeps the state where a `reduce="last"` callback's next step will begin."""
+        horizon = max(1, -(-self.steps_per_execution // self.accumulation))
+        for callback in self._last_readers:
+            every = callback.every
+            if every.last or every.crossed(step, step + horizon):
+                self._snapshots[step] = self.windows.cumulative(step)
+                for old in sorted(self._snapshots)[:-3]:
+                    del self._snapshots[old]
+                return
+
+    def carry(self) -> dict[str, dict[str, list[float]]]:
+        """The partial window of each `reduce="mean"` schedule at the current step."""
+        readers = [
+            cb
+            for cb in self.callbacks + self._passive
+            if cb.reads_values and cb.reduce == "mean" and cb.every is not None
+        ]
+        if not readers:
+            return {}
+        # Per schedule, the window of the callback that recorded values last (a
+        # provider with the same schedule never advances its window).
+        latest: dict[str, StepCallback] = {}
+        for callback in readers:
+            key = repr(callback.every)
+            if key not in latest or callback._window_step > latest[key]._window_step:
+                latest[key] = callback
+        state = self.windows.cumulative(self.step)
+        out: dict[str, dict[str, list[float]]] = {}
+        for key, callback in latest.items():
+            window = _windows.window_between(state, callback._window_start)
+            out[key] = {k: list(map(float, v)) for k, v in window.items() if np.any(v)}
+        return out
+
     def counters_at(self, step: int, logs: Mapping[str, Any]) -> dict[str, int]:
         """The step counters at `step`: from the logs when the model put them there."""
-        if self.is_plain:
+        if self.counter_names == [steps_lib.PLAIN_COUNTER]:
             return {steps_lib.PLAIN_COUNTER: int(step)}
         values = scalar_items({k: logs[k] for k in self.counter_names if k in logs})
         if len(values) == len(self.counter_names):
             counters = {k: int(values[k]) for k in self.counter_names}
         else:
+            self._read_true()  # syncs the trained state (JAX)
             counters = steps_lib.step_counters(self.model)
         counters[self.global_name] = int(step)
         return counters
@@ -294,27 +553,24 @@ class RunHub:
     def learning_rates(self, step: int) -> dict[str, float]:
         """The learning rate of each optimizer used by the update that made `step`."""
         rates: dict[str, float] = {}
+        global_optimizer = steps_lib.global_optimizer(self.model)
         for name, optimizer in steps_lib.step_optimizers(self.model).items():
-            rate = _learning_rate(optimizer, step if self.is_plain else None, name=name)
-            if rate is not None:
-                rates[name] = rate
+            if optimizer is None:
+                continue
+            at = step if optimizer is global_optimizer else None
+            try:
+                rates[name] = steps_lib.learning_rate_at(optimizer, at)
+            except Exception as error:  # noqa: BLE001 - report, do not stop training
+                if ("learning_rate", name) not in self._warned:
+                    self._warned.add(("learning_rate", name))
+                    logger.warning(
+                        "kerasteps: cannot read the learning rate of optimizer %r "
+                        "(%s: %s); it is not logged.",
+                        name or "optimizer",
+                        type(error).__name__,
+                        error,
+                    )
         return rates
-
-
-def _learning_rate(optimizer: Any, step: int | None, name: str) -> float | None:
-    raw = getattr(optimizer, "_learning_rate", None)
-    try:
-        if isinstance(raw, keras.optimizers.schedules.LearningRateSchedule):
-            if step is None:
-                step = int(keras.ops.convert_to_numpy(optimizer.iterations))
-            value = raw(max(step - 1, 0))
-        else:
-            value = optimizer.learning_rate
-        value = float(keras.ops.convert_to_numpy(value))
-    except Exception:  # noqa: BLE001 - an optimizer without a readable rate
-        logger.debug("kerasteps: no learning rate for optimizer %r", name)
-        return None
-    return value
 
 
 def get_hub(model: keras.Model, params: dict) -> RunHub:

@@ -6,7 +6,9 @@ from typing import Any, ClassVar
 
 import keras
 
-from kerasteps.callbacks._hub import RunHub, StepEvent, get_hub
+from kerasteps.callbacks import _windows
+from kerasteps.callbacks._hub import RunHub, get_hub
+from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.schedule import Every
 
 __all__ = ["StepCallback"]
@@ -19,16 +21,29 @@ class StepCallback(keras.callbacks.Callback):
     and `on_run_end`; they never override the Keras batch hooks. The shared run hub
     (one per model and `fit()` call) tracks the true global step, calls every
     kerasteps callback at a step in a fixed order (providers such as validation,
-    then guards, sinks, checkpoints and stop), processes batches in order even with
-    Keras's async dispatch, and passes on the values that providers computed.
+    then guards, sinks, checkpoints and stop), and passes on the values that
+    providers computed.
 
-    `event.step` is always the global step after the update that produced the
+    `event.step` is always the true global step after the update that produced the
     values; with `steps_per_execution=K` the step moves by K between calls and the
-    callback fires when a scheduled step was crossed.
+    callback fires when a scheduled step was crossed. `event.values()` gives the
+    values to record, reduced as `reduce` says (see `kerasteps.callbacks.StepEvent`):
+    by default the mean over the steps since this callback's previous point.
+
+    kerasteps callbacks read the training state (the step, metric totals) at the
+    steps where they act, so they run on the training thread: they tell Keras they
+    are not async-safe (which matters on JAX and PyTorch; TensorFlow always runs
+    batch ends on the training thread).
 
     Args:
         every: Positive int or `kerasteps.Every`, when `on_step` fires. `None` for a
             callback that only records values others provide.
+        reduce: `"mean"` (default), `"last"` or `"epoch"`: what `event.values()`
+            gives for `loss` and the `Mean`-type metrics. `"mean"`: the mean over
+            the steps since this callback's previous point; `"last"`: the step's
+            own batch (with `steps_per_execution=K`, its last execution; costs one
+            more read of the metric state per point); `"epoch"`: Keras's running
+            mean since the epoch began.
 
     Example:
 
@@ -52,16 +67,24 @@ class StepCallback(keras.callbacks.Callback):
     #: Sinks also record values that providers or Keras validation add at a step
     #: where their own schedule did not fire.
     records_extras: ClassVar[bool] = False
-    #: Safe to run in Keras's callback thread pool (no model state touched).
-    async_safe: ClassVar[bool] = True
+    #: False for callbacks that never record training values (control callbacks):
+    #: the hub keeps no window for them.
+    reads_values: ClassVar[bool] = True
+    #: Read the training state at the steps where they act: not async-safe.
+    async_safe: ClassVar[bool] = False
     #: Under a multi-worker `tf.distribute` strategy, act on the chief only (sinks).
     chief_only: ClassVar[bool] = False
+    #: A provider's key prefix (`"val_"`): Keras's own values with it are warned of.
+    value_prefix: str | None = None
 
-    def __init__(self, every: int | Every | None = 100):
+    def __init__(self, every: int | Every | None = 100, reduce: str = "mean"):
         super().__init__()
         self.every = None if every is None else Every.coerce(every, name="every")
+        self.reduce = _windows.check_reduce(reduce)
         self._hub: RunHub | None = None
         self._last_fired_step: int | None = None
+        self._window_start: _windows.State = {}
+        self._window_step = -1
 
     # -- what subclasses implement ------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
@@ -79,7 +102,7 @@ class StepCallback(keras.callbacks.Callback):
         """Acts at a step. Providers return values to share with the sinks.
 
         Args:
-            event: The `StepEvent`: true step, logs, extras, counters.
+            event: The `StepEvent`: true step, logs, extras, counters, `values()`.
         """
 
     def on_run_end(self, final_step: int) -> None:
@@ -95,6 +118,17 @@ class StepCallback(keras.callbacks.Callback):
         Sinks that hold a step's record until all its values are known write it here.
         """
 
+    def schedules(self) -> list[Every]:
+        """Every schedule this callback acts on; the hub skips batches where none is.
+
+        Example:
+
+        >>> from kerasteps.callbacks import StepCallback
+        >>> StepCallback(every=5).schedules()
+        [Every(5)]
+        """
+        return [self.every] if self.every is not None else []
+
     # -- helpers ------------------------------------------------------------------
     @property
     def hub(self) -> RunHub:
@@ -105,29 +139,30 @@ class StepCallback(keras.callbacks.Callback):
             )
         return self._hub
 
-    def _dispatch_step(self, event: StepEvent, fired: bool) -> None:
+    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
         if self.is_provider:
             if fired:
-                self._last_fired_step = event.step
-                event.scheduled = True
-                values = self.on_step(event)
+                self._last_fired_step = record.step
+                values = self.on_step(StepEvent(record, self, True))
                 if values:
-                    event.extras.update(values)
+                    record.extras.update(values)
             return
-        if not fired and not (self.records_extras and event.extras):
+        if not fired and not (self.records_extras and record.extras):
             return
         if fired:
-            self._last_fired_step = event.step
-        event.scheduled = fired
-        self.on_step(event)
+            self._last_fired_step = record.step
+        self.on_step(StepEvent(record, self, fired))
 
     # -- Keras hooks (final: subclasses implement the on_run_*/on_step hooks) ------
     def on_train_begin(self, logs: dict | None = None) -> None:
         hub = get_hub(self.model, self.params)
         self._hub = hub
         self._last_fired_step = None
+        self._window_start = _windows.carried(hub.carry_for(self))
+        self._window_step = hub.start_step
         if self.chief_only and not hub.is_chief:
-            return  # a worker that is not the chief: this sink does nothing
+            hub.register(self, active=False)  # on another worker it does nothing
+            return
         self.on_run_begin(hub.start_step)
         hub.register(self)
 
@@ -143,6 +178,10 @@ class StepCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self._hub is not None:
             self._hub.batch_end(batch, logs)
+
+    def on_test_begin(self, logs: dict | None = None) -> None:
+        if self._hub is not None:
+            self._hub.test_begin()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self._hub is not None:

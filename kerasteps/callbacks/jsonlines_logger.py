@@ -12,8 +12,8 @@ from typing import Any
 import tensorflow as tf
 
 from kerasteps import _logcache
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every
 
 __all__ = ["JSONLinesLogger"]
@@ -59,7 +59,9 @@ class JSONLinesLogger(StepCallback):
 
     Each line holds `step`, `time` (seconds since the epoch), every logged metric,
     the validation values computed at that step, and the model's step counters
-    (`{"step": n}` for a plain model, `d_step`/`g_step` for a WGAN). Lines are
+    (`{"step": n}` for a plain model, `d_step`/`g_step` for a WGAN). A training
+    value is about its step: by default the mean over the steps since the previous
+    line (`reduce="mean"`), exact across epoch ends and resumes. Lines are
     flushed as they are written, so `pandas.read_json(path, lines=True)` reads the
     file while training runs. A step that ends an epoch is written at the epoch end,
     with Keras's validation values of that step in the same line.
@@ -72,6 +74,10 @@ class JSONLinesLogger(StepCallback):
     Args:
         path: The file to append to (parent directories are created).
         every: Positive int or `kerasteps.Every`, default 100.
+        reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
+            of each `Mean`-type metric over the steps since the previous line, the
+            value of the step's own batch, or Keras's running mean since the epoch
+            began. Other metrics (AUC) are written as Keras computes them.
 
     Example:
 
@@ -90,8 +96,13 @@ class JSONLinesLogger(StepCallback):
     records_extras = True
     chief_only = True
 
-    def __init__(self, path: str | os.PathLike, every: int | Every = 100):
-        super().__init__(every)
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        every: int | Every = 100,
+        reduce: str = "mean",
+    ):
+        super().__init__(every, reduce=reduce)
         self.path = check_writable_file(path, "path")
         self._pending: dict[str, Any] | None = None
         self._last_written: int | None = None

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every
 
 __all__ = ["LogEvery"]
@@ -29,6 +29,8 @@ class LogEvery(StepCallback):
     Each line goes to the Python logger `kerasteps` (route it like any logger) and
     reads, by default, `loss=1.396970 at step 101`: every logged metric, then the
     model's other step counters (a WGAN's `d_step`), then the true global step.
+    A value is about its step: by default the mean over the steps since the previous
+    line (`reduce="mean"`), not Keras's running mean since the epoch began.
     Validation values computed at a step (`ValidateEvery`, Keras's epoch-end
     validation) are logged at that step too.
 
@@ -47,6 +49,11 @@ class LogEvery(StepCallback):
         precision: Int, default 6, digits after the point for float values.
         level: Logging level, default `logging.INFO`.
         logger: Logger name or `logging.Logger`, default `"kerasteps"`.
+        reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
+            of each `Mean`-type metric over the steps since the previous line, the
+            value of the step's own batch (what TF1's `log_every_n` printed), or
+            Keras's running mean since the epoch began. Other metrics (AUC) are
+            logged as Keras computes them.
 
     Example:
 
@@ -73,8 +80,9 @@ class LogEvery(StepCallback):
         precision: int = 6,
         level: int = logging.INFO,
         logger: str | logging.Logger = "kerasteps",
+        reduce: str = "mean",
     ):
-        super().__init__(every)
+        super().__init__(every, reduce=reduce)
         if not (isinstance(fmt, str) or callable(fmt)):
             raise TypeError(
                 f"`fmt` must be a format string or a callable, received {fmt!r}."
@@ -138,9 +146,9 @@ class LogEvery(StepCallback):
 
     def on_step(self, event: StepEvent) -> None:
         values = event.values()
-        if event.scheduled and not event.hub.is_plain:
+        if event.scheduled:
             for name, value in event.counters.items():
-                if name != event.hub.global_name:
+                if name != event.global_counter:
                     values[name] = value
         if self.keys is not None:
             values = {k: values[k] for k in self.keys if k in values}

@@ -22,8 +22,9 @@ import tensorflow as tf
 
 from kerasteps import distribute
 from kerasteps import steps as steps_lib
-from kerasteps.callbacks._hub import StepEvent
+from kerasteps.callbacks import _windows
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.callbacks.step_tensorboard import check_writable_dir
 from kerasteps.schedule import Every, _check_positive_int
 
@@ -139,6 +140,16 @@ def _keep_root_logger_unconfigured() -> Iterator[None]:
 
 
 # -- the directory ------------------------------------------------------------------
+def _read_meta(info: CheckpointInfo) -> dict:
+    """The checkpoint's `meta.json`, or `{}` when it cannot be read."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(info.path, _META_FILE), "r") as handle:
+            meta = json.loads(handle.read())
+    except (ValueError, OSError, tf.errors.OpError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def _is_local(path: str) -> bool:
     return "://" not in path
 
@@ -364,6 +375,10 @@ class _CheckpointDirectory:
                 f"{model.name!r} (which may now be partly restored): {error}"
             ) from error
         restored = steps_lib.global_step(model)
+        windows = _read_meta(info).get("windows")
+        if isinstance(windows, dict):
+            # The sinks' windows that began before the save continue in the next run.
+            _windows.attach_carry(model, restored, windows)
         if restored != info.step:
             logger.warning(
                 "StepCheckpoint: %s was saved at step %d but the model's global step "
@@ -383,11 +398,14 @@ class StepCheckpoint(StepCallback):
     `iterations` and slot variables: the protocol's optimizers from
     `kerasteps.steps.step_optimizers(model)` and any optimizer that is an attribute
     of the model), the step counters (which are model or optimizer variables), the
-    states of the seed generators, and a `meta.json` with the global step and the
-    counters; the global step is all that kerasteps callbacks need to resume (sinks
-    drop what they wrote after it). It is a `tf.train.Checkpoint`, which restores
-    the slots of an optimizer that is not built yet the moment it builds them, so
-    custom multi-optimizer models (a WGAN) restore like plain ones.
+    states of the seed generators, and a `meta.json` with the global step, the
+    counters, and what the sinks' open windows hold (the metrics' `total`/`count`
+    since each schedule's previous point), so that the first point after a resume
+    is the same mean as in an uninterrupted run; the global step is all that
+    kerasteps callbacks need to resume (sinks drop what they wrote after it). It is
+    a `tf.train.Checkpoint`, which restores the slots of an optimizer that is not
+    built yet the moment it builds them, so custom multi-optimizer models (a WGAN)
+    restore like plain ones.
 
     Layout of `directory`: `ckpt-<step>/` folders and an index `checkpoint.json`.
     Each save writes a temporary folder, renames it to `ckpt-<step>`, then replaces
@@ -448,7 +466,7 @@ class StepCheckpoint(StepCallback):
     """
 
     phase = 80
-    async_safe = False
+    reads_values = False
 
     def __init__(
         self,
@@ -619,7 +637,17 @@ class StepCheckpoint(StepCallback):
         0
         """
         model = model if model is not None else self.model
-        info = self._store.save(model)
+        hub = self._hub
+        meta = {}
+        if (
+            hub is not None
+            and hub.model is model
+            and hub.step == (steps_lib.global_step(model))
+        ):
+            # What the sinks' windows hold since their last point: a resumed run
+            # writes the same values as an uninterrupted one.
+            meta["windows"] = hub.carry()
+        info = self._store.save(model, meta)
         self._saved_steps.add(info.step)
         self.last_saved = info
         if info.path:
@@ -660,15 +688,15 @@ class StepCheckpoint(StepCallback):
             return
         self._save_or_defer(event)
 
-    def _dispatch_step(self, event: StepEvent, fired: bool) -> None:
-        super()._dispatch_step(event, fired)
+    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
+        super()._dispatch_step(record, fired)
         if self._signal_received is not None and not self.interrupted:
             self.interrupted = True
             self.model.stop_training = True
-            if not self._stopped_non_finite(event.step):
-                self._save_or_defer(event)
+            if not self._stopped_non_finite(record.step):
+                self._save_or_defer(record)
 
-    def _save_or_defer(self, event: StepEvent) -> None:
+    def _save_or_defer(self, event: StepEvent | StepRecord) -> None:
         if event.epoch_last and not event.final:
             self._pending = True  # after the epoch's validation values were written
             return
@@ -731,6 +759,8 @@ class StepCheckpoint(StepCallback):
             signal.raise_signal(signum)
             return
         self._signal_received = signum
+        if self._hub is not None:
+            self._hub.wake()  # act at the next batch end, due or not
         logger.warning(
             "StepCheckpoint: received %s; saving a checkpoint at the next batch end, "
             "then stopping training.",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 import keras
 
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every, _check_positive_int
 
 __all__ = ["StepProgressBar"]
@@ -48,7 +49,9 @@ class StepProgressBar(StepCallback):
     steps up to `total_steps` (the planned end, e.g. `StopAtStep`'s `max_steps`)
     across all epochs, starts at the restored step when a run resumes, and shows
     the ETA (from this run's speed) and the latest value of every logged metric
-    and provided value (`val_loss`, `steps_per_second`). It is exact with
+    and provided value (`val_loss`, `steps_per_second`). The values shown are
+    refreshed at most every `interval` seconds; each is the mean over the steps
+    since the previous refresh (`reduce="mean"`). It is exact with
     `steps_per_execution` (the bar moves by K steps per batch end). The last line,
     printed when training ends, shows the final global step.
 
@@ -63,6 +66,10 @@ class StepProgressBar(StepCallback):
         keys: Optional sequence of value names to show. Default: all.
         width: Int, default 30, width of the bar in characters.
         interval: Float, default 0.05: minimum seconds between redraws.
+        reduce: `"mean"` (default), `"last"` or `"epoch"`: what is shown for
+            `loss` and the `Mean`-type metrics: the mean since the previous
+            refresh, the latest step's own batch, or Keras's running mean since
+            the epoch began.
 
     Example:
 
@@ -79,7 +86,6 @@ class StepProgressBar(StepCallback):
     """
 
     phase = 60
-    async_safe = True
     chief_only = True
 
     def __init__(
@@ -89,8 +95,9 @@ class StepProgressBar(StepCallback):
         keys: Sequence[str] | None = None,
         width: int = 30,
         interval: float = 0.05,
+        reduce: str = "mean",
     ):
-        super().__init__(every)
+        super().__init__(every, reduce=reduce)
         self.total_steps = _check_positive_int("total_steps", total_steps)
         self.width = _check_positive_int("width", width)
         if isinstance(keys, str):
@@ -106,6 +113,7 @@ class StepProgressBar(StepCallback):
         #: The global step the bar shows (after the run: the final step).
         self.count: int | None = None
         self._values: list[tuple[str, float]] = []
+        self._refreshed: float | None = None
         self._lock = threading.Lock()
 
     def on_run_begin(self, start_step: int) -> None:
@@ -119,16 +127,22 @@ class StepProgressBar(StepCallback):
         )
         self.count = start_step
         self._values = []
-
-    def _select(self, event: StepEvent) -> list[tuple[str, float]]:
-        values = event.values()
-        if self.keys is not None:
-            values = {k: values[k] for k in self.keys if k in values}
-        return list(values.items())
+        self._refreshed = None
 
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
-            self._values = self._select(event)
+            now = time.monotonic()
+            if self._refreshed is None or now - self._refreshed >= self.interval:
+                fresh = event.values()  # training values since the last refresh
+                self._refreshed = now
+            else:
+                fresh = scalar_items(event.extras)  # a provider's, at this step only
+            if fresh:
+                shown = dict(self._values)
+                shown.update(fresh)
+                if self.keys is not None:
+                    shown = {k: shown[k] for k in self.keys if k in shown}
+                self._values = list(shown.items())
             self.count = event.step
             self.progbar.update(event.step, self._values, finalize=False)
 

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps import _eventfiles
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.schedule import Every
 
 __all__ = ["StepTensorBoard"]
@@ -70,7 +70,10 @@ class StepTensorBoard(StepCallback):
     `train`: the learning rate of every optimizer (`learning_rate`, or
     `learning_rate/d`, `learning_rate/g`; schedules evaluated at the step that
     used them), the model's step counters (`counters/step`, or `counters/d_step`,
-    `counters/g_step`), and optionally weight histograms every M steps.
+    `counters/g_step`), and optionally weight histograms every M steps. A training
+    value is about its step: by default the mean over the steps since the previous
+    point (`reduce="mean"`), so curves do not jump at epoch ends and a resumed run
+    continues the same curve.
 
     Unlike `keras.callbacks.TensorBoard(update_freq=N)`, the step continues across
     `fit()` calls, new callback instances and models reloaded from `.keras` files,
@@ -96,6 +99,10 @@ class StepTensorBoard(StepCallback):
         write_counters: Bool, default True.
         train_run: Name of the training run directory, default `"train"`.
         validation_run: Name of the validation run directory, default `"validation"`.
+        reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
+            of each `Mean`-type metric over the steps since the previous point, the
+            value of the step's own batch, or Keras's running mean since the epoch
+            began. Other metrics (AUC) are written as Keras computes them.
 
     Example:
 
@@ -123,8 +130,9 @@ class StepTensorBoard(StepCallback):
         write_counters: bool = True,
         train_run: str = "train",
         validation_run: str = "validation",
+        reduce: str = "mean",
     ):
-        super().__init__(every)
+        super().__init__(every, reduce=reduce)
         self.log_dir = check_writable_dir(log_dir, "log_dir")
         self.histogram_every = (
             None
@@ -221,9 +229,8 @@ class StepTensorBoard(StepCallback):
             else:
                 train.append(_eventfiles.scalar_value(name, value))
         if event.scheduled:
-            hub = event.hub
             if self.write_learning_rate:
-                for name, rate in hub.learning_rates(step).items():
+                for name, rate in event.learning_rates().items():
                     tag = "learning_rate" + (f"/{name}" if name else "")
                     train.append(_eventfiles.scalar_value(tag, rate))
             if self.write_counters:
@@ -238,9 +245,25 @@ class StepTensorBoard(StepCallback):
         for writer in self._writers.values():
             writer.flush()
 
-    def _histograms_due(self, event: StepEvent) -> bool:
+    def schedules(self) -> list[Every]:
+        """The scalar schedule, and those of the histograms and images.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.callbacks import StepTensorBoard
+        >>> StepTensorBoard(tempfile.mkdtemp(), every=5, histogram_every=50).schedules()
+        [Every(5), Every(50)]
+        """
+        return [
+            every
+            for every in (self.every, self.histogram_every, self.image_every)
+            if every is not None
+        ]
+
+    def _histograms_due(self, event: StepEvent | StepRecord) -> bool:
         return self.histogram_every is not None and self.histogram_every.fires(
-            event.prev, event.step, event.hub.start_step
+            event.prev, event.step, self.hub.start_step
         )
 
     def _histograms(self) -> list:
@@ -249,9 +272,9 @@ class StepTensorBoard(StepCallback):
             for weight in self.model.trainable_weights
         ]
 
-    def _images_due(self, event: StepEvent) -> bool:
+    def _images_due(self, event: StepEvent | StepRecord) -> bool:
         return self.image_every is not None and self.image_every.fires(
-            event.prev, event.step, event.hub.start_step
+            event.prev, event.step, self.hub.start_step
         )
 
     def _images(self, step: int) -> list:
@@ -261,19 +284,19 @@ class StepTensorBoard(StepCallback):
             values.append(_eventfiles.image_value(tag, png, width, height))
         return values
 
-    def _dispatch_step(self, event: StepEvent, fired: bool) -> None:
-        if not fired and not event.extras:
+    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
+        if not fired and not record.extras:
             extra = []
-            if self._histograms_due(event):
+            if self._histograms_due(record):
                 extra.extend(self._histograms())
-            if self._images_due(event):
-                extra.extend(self._images(event.step))
+            if self._images_due(record):
+                extra.extend(self._images(record.step))
             if extra:
                 with self._lock:
-                    self._write(self.train_run, event.step, extra, event.time)
+                    self._write(self.train_run, record.step, extra, record.time)
                     self._writer(self.train_run).flush()
             return
-        super()._dispatch_step(event, fired)
+        super()._dispatch_step(record, fired)
 
     def _close_writers(self) -> None:
         for writer in self._writers.values():

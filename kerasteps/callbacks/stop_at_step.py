@@ -7,8 +7,8 @@ import logging
 import keras
 
 from kerasteps import steps as steps_lib
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every, _check_positive_int
 
 __all__ = ["StopAtStep"]
@@ -25,8 +25,11 @@ class StopAtStep(StepCallback):
     max_steps`, also when the run resumed from a checkpoint (the step is the
     model's, not a batch count of this `fit()` call). With `steps_per_execution=K`
     Keras can only stop between executions: training ends at the first execution
-    boundary at or after `max_steps` (a multiple of K above the start step), so
-    choose `max_steps` as a multiple of K to stop exactly.
+    boundary at or after `max_steps`. When `max_steps` is not `start + j*K`, a
+    WARNING at run begin says where training will stop (an epoch end that cuts an
+    execution short can move the boundaries), and the line logged at the stop gives
+    the true step and how far past `max_steps` it is. Choose `max_steps` as
+    `start + j*K` to stop exactly.
 
     A run that already starts at or after `max_steps` (a finished run launched
     again) cannot be stopped before Keras trains at least one more step, so `fit()`
@@ -52,7 +55,7 @@ class StopAtStep(StepCallback):
     """
 
     phase = 100
-    async_safe = False
+    reads_values = False
 
     def __init__(self, max_steps: int):
         max_steps = _check_positive_int("max_steps", max_steps)
@@ -90,14 +93,33 @@ class StopAtStep(StepCallback):
                 "Keras would run at least one more step. Skip `fit()` when "
                 "`stop.remaining(model) == 0`."
             )
+        stride = self.hub.steps_per_execution // self.hub.accumulation
+        left = self.max_steps - start_step
+        if stride > 1 and left % stride:
+            stop_at = start_step + -(-left // stride) * stride
+            logger.warning(
+                "StopAtStep(max_steps=%d): with steps_per_execution=%d the step moves "
+                "%d at a time from %d, so training stops at step %d, the first "
+                "execution boundary past %d (an epoch end can move the boundaries).",
+                self.max_steps,
+                self.hub.steps_per_execution,
+                stride,
+                start_step,
+                stop_at,
+                self.max_steps,
+            )
 
     def on_step(self, event: StepEvent) -> None:
         if event.step < self.max_steps or self.stopped_step is not None:
             return
         self.stopped_step = event.step
         self.model.stop_training = True
+        past = event.step - self.max_steps
         logger.info(
-            "StopAtStep: reached global step %d (max_steps=%d); stopping training.",
+            "StopAtStep: reached global step %d (max_steps=%d%s); stopping training.",
             event.step,
             self.max_steps,
+            f", {past} past it: steps_per_execution={self.hub.steps_per_execution}"
+            if past
+            else "",
         )

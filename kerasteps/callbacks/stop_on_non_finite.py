@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from kerasteps.callbacks._hub import StepEvent, scalar_items
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_checkpoint import (
     CheckpointInfo,
@@ -18,6 +17,7 @@ from kerasteps.callbacks.step_checkpoint import (
     _CheckpointDirectory,
     state_variables,
 )
+from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.callbacks.step_tensorboard import check_writable_dir
 from kerasteps.schedule import Every
 
@@ -77,7 +77,7 @@ class StopOnNonFinite(StepCallback):
     """
 
     phase = 40
-    async_safe = False
+    reads_values = False
 
     def __init__(
         self,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from kerasteps.callbacks._hub import StepEvent
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every, _check_positive_int
 
 __all__ = ["Throughput"]
@@ -25,8 +25,7 @@ class Throughput(StepCallback):
     Keras does not tell callbacks the batch size, so pass `batch_size=` (examples
     per global step: the `fit` batch size; for a WGAN, the batch of one generator
     step) to get `examples_per_second`; without it only `steps_per_second` is
-    provided. Timing is wall-clock at batch ends, so under Keras's async dispatch a
-    window can be shifted by a batch; rates over several steps are unaffected.
+    provided. Timing is wall-clock at batch ends.
 
     Args:
         every: Positive int or `kerasteps.Every`, default 100.
@@ -47,7 +46,7 @@ class Throughput(StepCallback):
 
     phase = 20
     is_provider = True
-    async_safe = True
+    reads_values = False
 
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):
         super().__init__(every)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from kerasteps.callbacks._hub import StepEvent, scalar_items
 from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every, _check_positive_int
 
 __all__ = ["ValidateEvery"]
@@ -107,7 +107,15 @@ class ValidateEvery(StepCallback):
     training (the loss tracker's running mean), which would corrupt the training
     logs after it; the state of every metric is saved before evaluating and put
     back after, so the training loss values are identical to a run without
-    validation. It runs on the main thread between training steps.
+    validation. It runs on the main thread between training steps. Validation
+    values are whole evaluations: sinks write them as they are, never averaged.
+
+    One series per tag: when `fit()` also validates (`validation_data`,
+    `validation_split`), Keras's epoch-end values use the same `val_` names. A
+    WARNING says so the first time they arrive; at a step where both ran, this
+    callback's values are the ones written. Pass another `prefix` to keep the two
+    apart (`StepTensorBoard` writes every `val_*` key to its validation run, under
+    the name without `val_`).
 
     Args:
         every: Positive int or `kerasteps.Every`, when to validate.
@@ -118,6 +126,9 @@ class ValidateEvery(StepCallback):
         steps: Optional positive int, default None: how many batches to evaluate
             (None: the whole dataset, which must then be finite).
         batch_size: Positive int, default 32: batch size for array data.
+        prefix: Non-empty str, default `"val_"`: the prefix of the value names
+            (`val_loss`, `val_mae`; `prefix="val_holdout_"` gives
+            `val_holdout_loss`).
 
     Example:
 
@@ -134,7 +145,7 @@ class ValidateEvery(StepCallback):
 
     phase = 10
     is_provider = True
-    async_safe = False
+    reads_values = False
 
     def __init__(
         self,
@@ -142,8 +153,14 @@ class ValidateEvery(StepCallback):
         validation_data: Any,
         steps: int | None = None,
         batch_size: int = 32,
+        prefix: str = "val_",
     ):
         super().__init__(every)
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(
+                f"`prefix` must be a non-empty str such as 'val_', received {prefix!r}."
+            )
+        self.prefix = prefix
         batch_size = _check_positive_int("batch_size", batch_size)
         if steps is not None:
             if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
@@ -155,6 +172,11 @@ class ValidateEvery(StepCallback):
         self.batch_size = batch_size
         self.validation_data = validation_data
         self._dataset = _as_dataset(validation_data, batch_size, steps)
+
+    @property
+    def value_prefix(self) -> str:
+        """The prefix of the names of the values this callback provides."""
+        return self.prefix
         #: The values of the last validation, `{"val_loss": ..., ...}`.
         self.last_values: dict[str, float] = {}
         #: Global step of the last validation, or None.
@@ -187,7 +209,7 @@ class ValidateEvery(StepCallback):
         finally:
             for variable, value in zip(variables, saved, strict=True):
                 variable.assign(value)
-        values = {f"val_{name}": value for name, value in results.items()}
+        values = {f"{self.prefix}{name}": value for name, value in results.items()}
         return scalar_items(values)
 
     def on_step(self, event: StepEvent) -> dict[str, float]:

@@ -1,0 +1,247 @@
+"""Window means of Keras's `Mean` metrics, from their state (private).
+
+Keras's batch logs hold, for `loss` and every `Mean`-type metric, the running mean
+since the epoch began. A sink wants the value *about its step*: the mean over the steps
+since its previous point. Both come from the same state: a `keras.metrics.Mean` keeps a
+`total` and a `count` (examples, or the sum of sample weights), and its result is
+`total / count`. So the window's state is the difference of two states, and the
+window's value is the metric's own result function applied to it (`sqrt` for
+`RootMeanSquaredError`): exact, weighted by examples as Keras weights them, with nothing
+re-run and no metric reset.
+
+`MetricWindows` keeps, for one `fit()` run, the *cumulative* state of each such metric
+since the run began: the sum over the epochs that ended (Keras resets the metrics at
+every epoch begin, and its validation resets them again before the epoch ends) plus the
+open epoch's state. A window that spans epoch boundaries is therefore exact too.
+
+State is read from the device only when a sink asks for values (its scheduled steps),
+once per step whatever the number of sinks, and once per epoch end.
+
+A window that begins before a checkpoint (or before the previous `fit()` call) carries
+its partial state across: `carry()` gives it per schedule, `StepCheckpoint` stores it in
+the checkpoint, and `attach_carry` / `take_carry` hand it to the next run of the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import keras
+import numpy as np
+
+from kerasteps._variables import ScalarReader
+
+logger = logging.getLogger("kerasteps")
+
+#: The values of `reduce`.
+REDUCE_MODES = ("mean", "last", "epoch")
+
+State = dict[str, np.ndarray]  # metric key -> [total, count] as float64
+
+_CARRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def check_reduce(reduce: Any) -> str:
+    """Returns `reduce` if it is one of `REDUCE_MODES`, else raises `ValueError`."""
+    if reduce not in REDUCE_MODES:
+        raise ValueError(
+            f'`reduce` must be one of "mean", "last" or "epoch", received {reduce!r}.'
+        )
+    return reduce
+
+
+def attach_carry(model: keras.Model, step: int, carry: Mapping[str, Any]) -> None:
+    """Hands the partial windows at `step` to the model's next run (see module doc)."""
+    _CARRIES[model] = (int(step), dict(carry))
+
+
+def take_carry(model: keras.Model, step: int) -> dict[str, State]:
+    """The partial windows handed to a run that starts at `step` (else `{}`)."""
+    held = _CARRIES.pop(model, None)
+    if held is None or held[0] != step:
+        return {}
+    return {
+        schedule: {k: np.asarray(v, dtype=np.float64) for k, v in windows.items()}
+        for schedule, windows in held[1].items()
+    }
+
+
+def _is_mean(metric: Any) -> bool:
+    """A metric whose state is an additive `[total, count]` and result total/count."""
+    return (
+        isinstance(metric, keras.metrics.Mean)
+        and len(metric.variables) == 2
+        and metric.variables[0] is metric.total
+        and metric.variables[1] is metric.count
+    )
+
+
+def _subtract(a: State, b: State) -> State:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = out[key] - value if key in out else -value
+    return out
+
+
+def _add(a: State, b: State) -> State:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = out[key] + value if key in out else value
+    return out
+
+
+class MetricWindows:
+    """Cumulative `Mean` metric state of one `fit()` run (see module docstring)."""
+
+    def __init__(self, model: keras.Model):
+        self.model = model
+        self._metrics: dict[str, Any] | None = None  # key -> Mean metric
+        self._reader: ScalarReader | None = None
+        self._plain: dict[str, bool] = {}  # key -> result is total / count
+        self._closed: State = {}
+        self._open = False
+        self._cache: tuple[int, State] | None = None
+
+    # -- which log keys are means ---------------------------------------------------
+    def _discover(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for metric in self.model.metrics:
+            subs = getattr(metric, "metrics", None)
+            if _is_mean(metric):
+                found.setdefault(metric.name, metric)
+            elif isinstance(subs, list) and subs:
+                # `CompileMetrics`: its dict result names its metrics in their order.
+                try:
+                    names = list(metric.result())
+                except Exception:  # noqa: BLE001 - not built, or not a dict
+                    continue
+                if len(names) != len(subs):
+                    continue
+                for name, sub in zip(names, subs, strict=True):
+                    if _is_mean(sub):
+                        found.setdefault(name, sub)
+        self._plain = {
+            key: type(m).result is keras.metrics.Mean.result for key, m in found.items()
+        }
+        return found
+
+    def _read_open_epoch(self) -> State:
+        sync = getattr(self.model, "jax_state_sync", None)
+        if callable(sync):
+            sync()  # JAX keeps the trained state off the model within an epoch
+        if self._metrics is None:
+            self._metrics = self._discover()
+        keys = list(self._metrics)
+        if self._reader is None or len(self._reader.variables) != 2 * len(keys):
+            self._reader = ScalarReader(
+                [v for key in keys for v in self._metrics[key].variables]
+            )
+        values = self._reader()
+        return {
+            key: np.array(values[2 * i : 2 * i + 2], dtype=np.float64)
+            for i, key in enumerate(keys)
+        }
+
+    # -- epochs -----------------------------------------------------------------------
+    def epoch_begin(self) -> None:
+        """Keras has just reset the metrics: the open epoch's state is zero."""
+        self._open = True
+        self._cache = None
+
+    def close_epoch(self) -> None:
+        """Adds the ending epoch's state to the run's, before validation resets it."""
+        if not self._open:
+            return
+        self._closed = _add(self._closed, self._read_open_epoch())
+        self._open = False
+        self._cache = None
+
+    # -- reading ----------------------------------------------------------------------
+    def cumulative(self, step: int, logs: Mapping[str, Any] | None = None) -> State:
+        """The run's cumulative state at `step` (read once per step)."""
+        if self._cache is not None and self._cache[0] == step:
+            return self._cache[1]
+        if self._open:
+            epoch = self._read_open_epoch()
+            if logs:
+                self._verify(epoch, logs)
+                epoch = {k: v for k, v in epoch.items() if k in self._metrics}
+            state = _add(self._closed, epoch)
+        else:
+            state = dict(self._closed)
+        self._cache = (step, state)
+        return state
+
+    def _verify(self, epoch: State, logs: Mapping[str, Any]) -> None:
+        """Keeps the keys whose log value is the metric's running mean.
+
+        A custom `train_step` may return, under a metric's name, a value of its own
+        (the raw batch loss): that key is then logged as it is, never reduced. The
+        check runs at every read (a raw value equals the running mean after one
+        batch, rarely after more).
+        """
+        for key in list(self._metrics):
+            if key not in logs:
+                continue
+            try:
+                logged = float(logs[key])
+            except (TypeError, ValueError):
+                logged = math.nan
+            expected = self.result(key, epoch[key])
+            if expected is None:
+                same = logged == 0.0  # Keras's result for no examples
+            elif math.isnan(expected) or math.isnan(logged):
+                same = math.isnan(expected) and math.isnan(logged)
+            else:
+                same = math.isclose(logged, expected, rel_tol=1e-5, abs_tol=1e-7)
+            if not same:
+                logger.debug(
+                    "kerasteps: %r in the logs (%r) is not the running mean of the "
+                    "metric of that name (%r); it is logged as it is.",
+                    key,
+                    logged,
+                    expected,
+                )
+                del self._metrics[key]
+
+    def result(self, key: str, window: np.ndarray) -> float | None:
+        """The metric's result on a window's `[total, count]`; None for no examples."""
+        total, count = float(window[0]), float(window[1])
+        if count <= 0.0:
+            return None
+        if self._plain.get(key, True):
+            return total / count
+        metric = self._metrics[key]
+        dtype = metric.variables[0].dtype
+        value = metric.stateless_result(
+            [keras.ops.convert_to_tensor(x, dtype=dtype) for x in (total, count)]
+        )
+        return float(keras.ops.convert_to_numpy(value))
+
+    def reduce(
+        self, logs: Mapping[str, float], window: State
+    ) -> tuple[dict[str, float], frozenset[str]]:
+        """Replaces each mean in `logs` by its window's value; names those keys."""
+        values = dict(logs)
+        reduced = set()
+        for key in values:
+            if key in window and self._metrics and key in self._metrics:
+                value = self.result(key, window[key])
+                if value is not None:
+                    values[key] = value
+                    reduced.add(key)
+        return values, frozenset(reduced)
+
+
+def window_between(end: State, start: State) -> State:
+    """The state of the steps after `start` up to `end` (both cumulative)."""
+    return _subtract(end, start)
+
+
+def carried(start: State) -> State:
+    """The window start of a run that carries `start` (a partial window) in."""
+    return {key: -value for key, value in start.items()}

@@ -1,0 +1,201 @@
+"""`StepEvent`: what a kerasteps callback receives when it acts at a global step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from kerasteps.callbacks._hub import RunHub
+    from kerasteps.callbacks.base import StepCallback
+
+__all__ = ["StepEvent"]
+
+
+def scalar_items(values: Mapping[str, Any]) -> dict[str, float]:
+    """Returns the entries of `values` that are single numbers, as Python scalars."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)):
+            out[key] = value
+            continue
+        try:
+            array = np.asarray(value)
+        except Exception:  # noqa: BLE001 - not convertible: not a scalar
+            continue
+        if array.size != 1 or array.dtype.kind not in "iuf":
+            continue
+        out[key] = array.reshape(()).item()
+    return out
+
+
+@dataclass
+class StepRecord:
+    """The facts of one step, shared by the events of every callback (private)."""
+
+    step: int
+    prev: int
+    logs: Mapping[str, Any]
+    hub: RunHub
+    extras: dict[str, Any] = field(default_factory=dict)
+    final: bool = False
+    epoch_last: bool = False
+    time: float = 0.0
+    counters: dict[str, int] | None = None
+
+
+class StepEvent:
+    """What one kerasteps callback receives when it acts at a global step.
+
+    `on_step(event)` gets one: the true global step, Keras's logs of that step, the
+    values that providers added (validation, throughput), and `values()`, the values
+    to record, reduced as the callback's `reduce` says:
+
+    - `"mean"` (default): for `loss` and every `Mean`-type metric (`mae`, `accuracy`,
+      a WGAN's `d_loss`...), the mean over the steps since this callback's previous
+      point, weighted by examples as Keras weights them, exact across epoch ends and
+      across a resume from a `StepCheckpoint`;
+    - `"last"`: the value of the step's own batch (with `steps_per_execution=K`, of
+      its last execution of K steps);
+    - `"epoch"`: Keras's running mean since the epoch began, as in Keras's logs.
+
+    Metrics that are not means (AUC, precision: no `total`/`count` state) and values
+    a custom `train_step` returns without a metric keep Keras's value under every
+    `reduce`; `reduced` names the keys that were reduced. Validation values are whole
+    evaluations and are never reduced.
+
+    Attributes:
+        step: The true global step after the update(s) that produced the values.
+        prev: The global step before them (`step - K` with `steps_per_execution=K`).
+        logs: Keras's batch logs of that step (running means since the epoch began).
+        extras: Values provided at this step by providers (`val_*` from validation,
+            throughput) or by Keras's own epoch-end validation.
+        scheduled: True when this callback's own schedule fired; False when it is
+            called only to record `extras`.
+        final: True at the end of the run (`Every(last=True)`).
+        epoch_last: True when this is the epoch's last batch: Keras's validation
+            values for this step may still come (sinks that write one record per
+            step wait for the epoch end, where `flush()` is called).
+        time: Wall-clock time (seconds since the epoch) of the batch end.
+        run_start: The global step at which this `fit()` run began.
+        global_counter: Name of the counter that is the global step (`"step"` for a
+            plain model, `"g_step"` for a WGAN).
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.callbacks import StepCallback
+    >>> class PrintMeans(StepCallback):
+    ...     def on_step(self, event):
+    ...         print(event.step, round(event.values()["loss"], 3), event.reduced)
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> x, y = np.zeros((8, 1)), np.zeros((8, 1))
+    >>> _ = model.fit(x, y, batch_size=2, verbose=0, callbacks=[PrintMeans(every=2)])
+    2 0.0 frozenset({'loss'})
+    4 0.0 frozenset({'loss'})
+    """
+
+    __slots__ = ("_record", "_receiver", "scheduled", "_values", "_reduced")
+
+    def __init__(
+        self, record: StepRecord, receiver: StepCallback | None, scheduled: bool
+    ):
+        self._record = record
+        self._receiver = receiver
+        self.scheduled = scheduled
+        self._values: dict[str, float] | None = None
+        self._reduced: frozenset[str] = frozenset()
+
+    # -- the facts of the step ------------------------------------------------------
+    @property
+    def step(self) -> int:
+        return self._record.step
+
+    @property
+    def prev(self) -> int:
+        return self._record.prev
+
+    @property
+    def logs(self) -> Mapping[str, Any]:
+        return self._record.logs
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        return self._record.extras
+
+    @property
+    def final(self) -> bool:
+        return self._record.final
+
+    @property
+    def epoch_last(self) -> bool:
+        return self._record.epoch_last
+
+    @property
+    def time(self) -> float:
+        return self._record.time
+
+    @property
+    def hub(self) -> RunHub:
+        """The run's shared state (private to kerasteps)."""
+        return self._record.hub
+
+    @property
+    def run_start(self) -> int:
+        return self._record.hub.start_step
+
+    @property
+    def global_counter(self) -> str:
+        return self._record.hub.global_name
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The model's step counters at this step (`{"step": n}` for a plain model)."""
+        record = self._record
+        if record.counters is None:
+            record.counters = record.hub.counters_at(record.step, record.logs)
+        return dict(record.counters)
+
+    def learning_rates(self) -> dict[str, float]:
+        """The learning rate each optimizer applied at this step, by short name.
+
+        `{"": rate}` for a plain model, `{"d": ..., "g": ...}` for a WGAN; a
+        `LearningRateSchedule` is evaluated on the optimizer's count at the update
+        that made this step.
+        """
+        return self._record.hub.learning_rates(self._record.step)
+
+    # -- the values to record -------------------------------------------------------
+    def values(self) -> dict[str, float]:
+        """The scalar values to record, reduced as this callback's `reduce` says.
+
+        When `scheduled`: the training logs (without the step counters), reduced,
+        then the extras. Otherwise the extras alone.
+        """
+        if self._values is None:
+            if not self.scheduled:
+                self._values = scalar_items(self.extras)
+            else:
+                hub, record = self._record.hub, self._record
+                values, self._reduced = hub.training_values(record, self._receiver)
+                values.update(scalar_items(self.extras))
+                self._values = values
+        return dict(self._values)
+
+    @property
+    def reduced(self) -> frozenset[str]:
+        """The keys of `values()` that were reduced (window mean or own batch)."""
+        self.values()
+        return self._reduced
+
+    def __repr__(self) -> str:
+        return (
+            f"StepEvent(step={self.step}, prev={self.prev}, "
+            f"scheduled={self.scheduled}, final={self.final})"
+        )

@@ -4,14 +4,22 @@ Runs, in one process and in interleaved rounds (the order shuffled each round),
 `fit` of an MLP 64-256-256-10 (batch 64) for `--steps` steps with:
 
 - `bare`: no callbacks;
-- `kerasteps`: `LogEvery` + `StepTensorBoard` + `JSONLinesLogger`, every=100;
+- `kerasteps`: `LogEvery` + `StepTensorBoard` + `JSONLinesLogger`, every=100, with
+  their default `reduce="mean"` (window means from the metrics' state);
 - `keras_tb`: `keras.callbacks.TensorBoard(update_freq=100)`;
 
-and prints the median steps/s of each and its ratio to the bare fit.
+and prints, for each, the median steps/s and its ratio to the bare fit, by wall clock
+and per CPU-second of the process (all its threads). On the 2-core machine these
+figures come from, TensorFlow runs some whole `fit` calls at about 190 steps/s with
+a core idle and others at 300-370, whatever the callbacks (bare fits included), so
+wall-clock ratios move by several points from run to run; the CPU-time ratio is the
+steadier one. Last, it measures where kerasteps's own time goes, in one more `fit`
+with the three sinks: the Python time inside their batch hooks, per batch between
+firing steps and per firing step, against the median time of a training step.
 
 Usage:
 
-    python benchmarks/callback_overhead.py [--steps 2000] [--rounds 7]
+    python benchmarks/callback_overhead.py [--steps 2000] [--rounds 7] [--threads 0]
 """
 
 from __future__ import annotations
@@ -29,7 +37,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from kerasteps.callbacks import JSONLinesLogger, LogEvery, StepTensorBoard  # noqa: E402
+from kerasteps.callbacks import (  # noqa: E402
+    JSONLinesLogger,
+    LogEvery,
+    StepCallback,
+    StepTensorBoard,
+)
+
+EVERY = 100
 
 
 def build_model() -> keras.Model:
@@ -49,6 +64,42 @@ def build_model() -> keras.Model:
     return model
 
 
+def hook_times(model, fit, root: str) -> tuple[float, float, float]:
+    """(us per quiet batch, us per firing step, median us per batch end to end)."""
+    calls: list[tuple[int, float]] = []
+    ends: list[float] = []
+    original = StepCallback.on_train_batch_end
+
+    def timed(self, batch, logs=None):
+        start = time.perf_counter()
+        original(self, batch, logs)
+        calls.append((batch, time.perf_counter() - start))
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter())
+
+    StepCallback.on_train_batch_end = timed
+    try:
+        fit(
+            [
+                LogEvery(EVERY),
+                StepTensorBoard(os.path.join(root, "hooks"), every=EVERY),
+                JSONLinesLogger(os.path.join(root, "hooks.jsonl"), every=EVERY),
+                Clock(),
+            ]
+        )
+    finally:
+        StepCallback.on_train_batch_end = original
+    per_batch: dict[int, float] = {}
+    for batch, seconds in calls:
+        per_batch[batch] = per_batch.get(batch, 0.0) + seconds
+    quiet = [s for b, s in per_batch.items() if (b + 1) % EVERY and b > 0]
+    firing = [s for b, s in per_batch.items() if not (b + 1) % EVERY]
+    step = statistics.median(np.diff(ends))
+    return 1e6 * statistics.mean(quiet), 1e6 * statistics.mean(firing), 1e6 * step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -56,7 +107,18 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)",
+    )
     args = parser.parse_args()
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
     logging.basicConfig(level=logging.WARNING)  # LogEvery lines: not on the console
     rng = np.random.default_rng(args.seed)
@@ -71,19 +133,18 @@ def main() -> None:
         return {
             "bare": [],
             "kerasteps": [
-                LogEvery(100),
-                StepTensorBoard(os.path.join(root, f"ks{run}"), every=100),
-                JSONLinesLogger(os.path.join(root, f"ks{run}.jsonl"), every=100),
+                LogEvery(EVERY),
+                StepTensorBoard(os.path.join(root, f"ks{run}"), every=EVERY),
+                JSONLinesLogger(os.path.join(root, f"ks{run}.jsonl"), every=EVERY),
             ],
             "keras_tb": [
                 keras.callbacks.TensorBoard(
-                    os.path.join(root, f"tb{run}"), update_freq=100
+                    os.path.join(root, f"tb{run}"), update_freq=EVERY
                 )
             ],
         }
 
-    def timed_fit(callbacks: list) -> float:
-        start = time.perf_counter()
+    def fit(callbacks: list) -> None:
         model.fit(
             x,
             y,
@@ -93,25 +154,42 @@ def main() -> None:
             shuffle=False,
             callbacks=callbacks,
         )
-        return args.steps / (time.perf_counter() - start)
+
+    def timed_fit(callbacks: list) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        fit(callbacks)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        return args.steps / wall, args.steps / cpu
 
     for callbacks in configs(-1).values():  # warm-up: trace and build once
         timed_fit(callbacks)
-    results: dict[str, list[float]] = {name: [] for name in configs(-1)}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in configs(-1)}
     order = list(results)
     for run in range(args.rounds):
         random.Random(args.seed + run).shuffle(order)
         cbs = configs(run)
         for name in order:
             results[name].append(timed_fit(cbs[name]))
-    bare = statistics.median(results["bare"])
+    bare_wall = statistics.median(w for w, _ in results["bare"])
+    bare_cpu = statistics.median(c for _, c in results["bare"])
     print(
         f"MLP 64-256-256-10, batch {batch}, {args.steps} steps/fit, "
         f"{args.rounds} interleaved rounds, medians:"
     )
     for name, values in results.items():
-        median = statistics.median(values)
-        print(f"  {name:10s} {median:8.1f} steps/s   ratio to bare {median / bare:.3f}")
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        print(
+            f"  {name:10s} {wall:6.1f} steps/s  ratio {wall / bare_wall:.3f}   "
+            f"{cpu:6.1f} steps/CPU-s  ratio {cpu / bare_cpu:.3f}"
+        )
+    quiet, firing, step = hook_times(model, fit, root)
+    print(
+        f"kerasteps hooks (3 sinks, every={EVERY}): {quiet:.1f} us per batch between "
+        f"firing steps, {firing:.0f} us per firing step; "
+        f"{quiet + firing / EVERY:.1f} us per batch on average, "
+        f"{(quiet + firing / EVERY) / step:.1%} of the median step ({step:.0f} us)."
+    )
 
 
 if __name__ == "__main__":

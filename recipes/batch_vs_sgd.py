@@ -319,7 +319,6 @@ def main(
 
         phase = 15  # a provider: before the sinks
         is_provider = True
-        async_safe = False
 
         def __init__(self, every, clock):
             super().__init__(every)
@@ -486,7 +485,7 @@ def print_table(rows, examples):
                 f"{epochs:.4g}",
                 str(row["updates"]),
                 f"{row['mse'][-1]:.6f}",
-                f"{seconds:.2f}",
+                f"{seconds:.3f}",
                 f"{speed:,.0f}",
             )
         )

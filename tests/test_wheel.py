@@ -1,17 +1,21 @@
 """A wheel built from the repository runs the launcher and a bundled recipe.
 
 Builds the wheel without build isolation (setuptools and wheel come with the test
-environment), installs it into a fresh virtual environment that reuses this
-environment's TensorFlow and Keras (`--system-site-packages`, `--no-deps`), and runs
-`kerasteps list` and `kerasteps run global_step --steps 20` from a folder outside the
-clone. Slower than the rest (about 40 s): it is the only test of what users install.
+environment), installs it into a fresh virtual environment and runs `kerasteps list`
+and `kerasteps run global_step --steps 20` from a folder outside the clone. The new
+environment reuses the test environment's TensorFlow and Keras through a `.pth` file
+that lists this interpreter's site-packages folders (`--system-site-packages` would
+give the *base* interpreter's, which on a fresh machine has no Keras). Slower than the
+rest (about 40 s): it is the only test of what users install.
 """
 
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -44,8 +48,17 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
     )
     (wheel,) = wheels.glob("kerasteps-*.whl")
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    # This environment's packages (TensorFlow, Keras, click...) after the venv's own:
+    # the wheel's kerasteps, installed in the venv, comes first. Editable installs
+    # here are `.pth` files of their own, which a folder listed this way does not run.
+    purelib = run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        cwd=tmp_path,
+    ).stdout.strip()
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_path("purelib")])
+    (Path(purelib) / "_test_env.pth").write_text("\n".join(ours) + "\n")
     run(
         [python, "-m", "pip", "install", "--no-deps", "--no-index", wheel], cwd=tmp_path
     )

@@ -12,6 +12,12 @@ of completed training updates (`model.optimizer.iterations`), 0 before the first
 update because no update has happened yet, 1 after it; it is saved with the model,
 so a resumed run continues it. Lines are logged at steps 1, 101, 201, ... and
 TensorBoard draws the loss against the same step.
+
+What a line's value is about: by default (`--reduce mean`) the mean loss of the steps
+since the previous line (steps 2 to 101 for the line at step 101), so it is a smooth
+curve that a resumed run continues exactly; `--reduce last` prints the loss of that
+step's own batch, as TF1's line did; `--reduce epoch` Keras's running mean since the
+epoch began.
 """
 
 import click
@@ -40,7 +46,15 @@ from kerasteps.recipe import (
     show_default=True,
     help="Write the TensorBoard curve every N steps.",
 )
-def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
+@click.option(
+    "--reduce",
+    type=click.Choice(["mean", "last", "epoch"]),
+    default="mean",
+    show_default=True,
+    help="A logged loss is the mean since the previous point, the step's own "
+    "batch (TF1's), or Keras's running mean since the epoch began.",
+)
+def main(steps, log_every, logdir, seed, resume, batch_size, curve_every, reduce):
     """The global step walkthrough: what it counts, why it starts at 0, log lines."""
     import logging
     import os
@@ -79,10 +93,12 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
     start, stop = resume_run(model, logdir, steps, resume)
     if stop is None:
         return
-    click.echo(
-        f"Global step before training: {kerasteps.global_step(model)} "
-        "(no update has happened yet, so the count is 0)."
+    why = (
+        "no update has happened yet, so the count is 0"
+        if start == 0
+        else "restored with the checkpoint"
     )
+    click.echo(f"Global step before training: {kerasteps.global_step(model)} ({why}).")
 
     data = tf.data.Dataset.from_tensor_slices((x, y))
     data = data.shuffle(len(x), seed=seed).batch(batch_size, drop_remainder=True)
@@ -95,9 +111,11 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every):
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
         callbacks=[
-            LogEvery(every),
-            StepTensorBoard(logdir, every=Every(curve_every, start=1, last=True)),
-            JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every=every),
+            LogEvery(every, reduce=reduce),
+            StepTensorBoard(
+                logdir, every=Every(curve_every, start=1, last=True), reduce=reduce
+            ),
+            JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every, reduce=reduce),
             StepCheckpoint(checkpoints, every=Every(log_every, last=True)),
             stop,
         ],

@@ -232,7 +232,6 @@ def main(
         """Measures the mode coverage of 2000 samples; the sinks record it."""
 
         is_provider = True
-        async_safe = False
         phase = 10
 
         def on_step(self, event):

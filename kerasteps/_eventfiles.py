@@ -35,7 +35,7 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
-from kerasteps import _logcache
+from kerasteps import _atomic, _logcache
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
 _SEQ_LOCK = threading.Lock()
@@ -227,22 +227,23 @@ def truncate_after(run_dir: str, step: int) -> int:
         return 0
     # Rewrite: one file, steps in order, then replace the first old file atomically.
     order.sort(key=lambda key: (key[1], kept[key][0]))
-    tmp_path = os.path.join(run_dir, f".kerasteps-rewrite-{os.getpid()}.tmp")
-    with tf.io.TFRecordWriter(tmp_path) as writer:
-        first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-        writer.write(first.SerializeToString())
-        for event in others:
-            writer.write(event.SerializeToString())
-        for key in order:
-            wall_time, value = kept[key]
-            event = event_pb2.Event(
-                wall_time=wall_time,
-                step=key[1],
-                summary=summary_pb2.Summary(value=[value]),
-            )
-            writer.write(event.SerializeToString())
-        writer.flush()
-    tf.io.gfile.rename(tmp_path, paths[0], overwrite=True)
+
+    def write(tmp_path: str) -> None:
+        with tf.io.TFRecordWriter(tmp_path) as writer:
+            first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+            writer.write(first.SerializeToString())
+            for event in others:
+                writer.write(event.SerializeToString())
+            for key in order:
+                wall_time, value = kept[key]
+                event = event_pb2.Event(
+                    wall_time=wall_time,
+                    step=key[1],
+                    summary=summary_pb2.Summary(value=[value]),
+                )
+                writer.write(event.SerializeToString())
+
+    _atomic.replace_file(paths[0], write)
     for path in paths[1:]:
         tf.io.gfile.remove(path)
     _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)

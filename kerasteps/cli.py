@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -130,9 +131,27 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
         command = _recipe.load_recipe(path)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'RECIPE'") from None
+    except Exception as error:  # noqa: BLE001 - the recipe file's own error
+        click.echo(f"Error: the recipe file {str(path)!r} cannot be loaded:", err=True)
+        click.echo(_recipe_error(error, path), err=True, nl=False)
+        sys.exit(2)
     # Standalone mode, as if the file were run as a script: the recipe's own usage
     # errors exit with status 2, `--help` exits with 0.
     command.main(args=list(recipe_args), prog_name=f"kerasteps run {recipe}")
+
+
+def _recipe_error(error: BaseException, path: Path) -> str:
+    """The error of a recipe file, with its own frames only (not the launcher's)."""
+    if isinstance(error, SyntaxError):
+        return "".join(traceback.format_exception_only(type(error), error))
+    mine = os.path.realpath(path)
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if os.path.realpath(frame.filename) == mine
+    ]
+    lines = traceback.format_list(frames) if frames else []
+    return "".join(lines + traceback.format_exception_only(type(error), error))
 
 
 # -------------------------------------------------------------------------- board
@@ -182,9 +201,10 @@ def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) 
     `kerasteps board logs -- --reload_interval 1`. LOGDIR may still be empty.
     """
     _check_port_free(host, port)
-    command = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir]
-    command += ["--host", host, "--port", str(port), *tensorboard_args]
-    process = subprocess.Popen(command)
+    # The child watches this process and ends with it, even after a `kill -9`.
+    command = [sys.executable, "-m", "kerasteps._board_child", str(os.getpid())]
+    command += ["--logdir", logdir, "--host", host, "--port", str(port)]
+    process = subprocess.Popen([*command, *tensorboard_args])
 
     def on_sigterm(signum, frame):  # stop TensorBoard too when we are killed
         raise SystemExit(128 + signum)
@@ -295,8 +315,14 @@ def plot(logdir: str, output: str, tags: tuple[str, ...]) -> None:
         )
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize="small")
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, format=extension)
+    try:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(output, format=extension)
+    except OSError as error:
+        raise click.BadParameter(
+            f"cannot write {output!r}: {error.strerror or error}.",
+            param_hint="'--output'",
+        ) from None
     click.echo(f"Wrote {output} ({len(tag_list)} tags, {len(scalars)} runs).")
 
 

@@ -13,6 +13,24 @@ from kerasteps.schedule import _check_positive_int
 __all__ = ["skip_consumed"]
 
 
+def _check_batch_size(dataset: tf.data.Dataset, model: keras.Model) -> None:
+    """A model restored from a checkpoint resumes on batches of the same size."""
+    from kerasteps.callbacks import _windows
+
+    expected = _windows.peek_examples_per_step(model)
+    spec = tf.nest.flatten(dataset.element_spec)
+    shapes = [s.shape for s in spec if hasattr(s, "shape") and s.shape.rank]
+    size = shapes[0][0] if shapes else None
+    if expected is None or size is None or size == expected[0]:
+        return
+    raise ValueError(
+        f"`dataset` yields batches of {size} examples, but the checkpoint the model "
+        f"was restored from ({expected[1]}) was trained on {expected[0]}: skipping "
+        "its batches would not skip the data it trained on. Resume with batches of "
+        f"{expected[0]}, or start a new run."
+    )
+
+
 def skip_consumed(
     dataset: tf.data.Dataset,
     step: int | keras.Model,
@@ -52,7 +70,11 @@ def skip_consumed(
         `dataset.skip(step * batches_per_step)` (`dataset` itself at step 0).
 
     Raises:
-        ValueError: if `step` is negative, or skips past the end of a finite dataset.
+        ValueError: if `step` is negative, or skips past the end of a finite
+            dataset, or (given the restored model) the dataset's batches have
+            another size than those the checkpoint was trained on (known when
+            the batch size is static, e.g. `batch(..., drop_remainder=True)`;
+            otherwise the run refuses at its first step).
 
     Example:
 
@@ -67,6 +89,7 @@ def skip_consumed(
             f"`dataset` must be a tf.data.Dataset, received {type(dataset).__name__}."
         )
     if isinstance(step, keras.Model):
+        _check_batch_size(dataset, step)
         step = steps_lib.micro_steps(step)
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")

@@ -186,6 +186,7 @@ def common_options(
             type=click.Path(file_okay=False, dir_okay=True),
             default=str(logdir),
             show_default=True,
+            callback=_check_logdir,
             help="Directory for event files, logs and checkpoints.",
         ),
         click.option(
@@ -212,6 +213,30 @@ def common_options(
         return function
 
     return decorator
+
+
+def _check_logdir(
+    context: click.Context, parameter: click.Parameter, value: str
+) -> str:
+    """`--logdir` must be a directory this process can create and write.
+
+    Nothing is created here: a run refused for another option leaves no folder.
+    """
+    if "://" in value:
+        return value  # a remote file system: checked when the run writes
+    path = os.path.abspath(value)
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise click.BadParameter(
+            f"cannot create {value!r}: {existing!r} is a file (Not a directory)."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise click.BadParameter(
+            f"cannot create or write {value!r}: no write permission in {existing!r}."
+        )
+    return value
 
 
 def print_log_hint(logdir: str | os.PathLike) -> None:

@@ -158,7 +158,24 @@ def main(
                 f"expected ring, grid, images or a .npy file, received {data!r}.",
                 param_hint="'--data'",
             )
-        x = np.load(data).astype("float32")
+        try:
+            x = np.load(data, allow_pickle=False)
+        except (ValueError, OSError) as error:  # pickled objects, not an array
+            raise click.BadParameter(
+                f"{data!r} is not a numeric .npy array ({error}).",
+                param_hint="'--data'",
+            ) from None
+        if x.dtype.kind not in "biuf" or x.ndim not in (2, 3, 4) or not x.size:
+            raise click.BadParameter(
+                f"{data!r} must hold numbers, points (N, 2) or images (N, H, W[, C]); "
+                f"it holds {x.dtype} with shape {x.shape}.",
+                param_hint="'--data'",
+            )
+        x = x.astype("float32")
+        if not np.isfinite(x).all():
+            raise click.BadParameter(
+                f"{data!r} holds NaN or infinite values.", param_hint="'--data'"
+            )
         if x.ndim != 2 and x.max() > 1.0:
             x = x / 255.0
         if x.ndim != 2:

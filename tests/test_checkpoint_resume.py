@@ -30,7 +30,7 @@ from conftest import read_jsonl, read_scalars, tiny_data, tiny_model
 
 import kerasteps
 from kerasteps.callbacks import StepCheckpoint
-from kerasteps.callbacks import step_checkpoint as step_checkpoint_module
+from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
 
 SCRIPT = Path(__file__).parent / "scripts" / "resumable_train.py"
@@ -261,19 +261,29 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, monkeypat
         patch.setattr(tf.train.Checkpoint, "write", killed)
         with pytest.raises(KeyboardInterrupt):
             checkpoint.save(model)
-    # 2. Killed after the rename, before the index was replaced.
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-4"]
+    # 2. Killed after the rename, before the index was replaced: ckpt-6 is
+    # complete, so it is adopted (a restore finds it; the next run lists it).
     with monkeypatch.context() as patch:
-        patch.setattr(step_checkpoint_module, "_write_text_atomic", killed)
+        patch.setattr(CheckpointStore, "_write_index", killed)
         with pytest.raises(KeyboardInterrupt):
             checkpoint.save(model)
-    assert (tmp_path / "ckpt-6").exists()  # renamed, but not committed
+    assert (tmp_path / "ckpt-6").exists()
+    index = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert [e["name"] for e in index["checkpoints"]] == ["ckpt-4"]
 
-    assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [4]
+    assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [4, 6]
     fresh = tiny_model(seed=3)
-    assert StepCheckpoint.restore_latest(fresh, tmp_path) == 4
-    # The next run removes what the killed saves left, then saves as usual.
-    _fit(fresh, 4, [StepCheckpoint(tmp_path, every=4)])
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-4", "ckpt-8"]
+    assert StepCheckpoint.restore_latest(fresh, tmp_path) == 6
+    _fit(fresh, 2, [StepCheckpoint(tmp_path, every=4)])
+    assert sorted(os.listdir(tmp_path)) == [
+        "checkpoint.json",
+        "ckpt-4",
+        "ckpt-6",
+        "ckpt-8",
+    ]
+    index = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert [e["name"] for e in index["checkpoints"]] == ["ckpt-4", "ckpt-6", "ckpt-8"]
 
 
 def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
@@ -290,7 +300,7 @@ def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
     model = tiny_model()
     _fit(model, 20, [SendSigterm(), checkpoint])
 
-    assert seen["handler"] == checkpoint._handle_signal
+    assert seen["handler"] == checkpoint._stop._handle
     assert signal.getsignal(signal.SIGTERM) == previous  # restored
     assert checkpoint.interrupted
     # Python runs the handler between bytecodes: at the end of step 7 or 8.
@@ -303,9 +313,12 @@ def test_restore_into_a_different_model_raises(tmp_path):
     model = tiny_model()
     _fit(model, 2, [StepCheckpoint(tmp_path, every=2)])
     other = keras.Sequential([keras.Input((2,)), keras.layers.Dense(7)])
-    other.compile("adam", "mse")
-    with pytest.raises(ValueError, match="does not match the model"):
+    other.compile(keras.optimizers.SGD(0.05), "mse")
+    before = [w.numpy() for w in other.weights]
+    with pytest.raises(ValueError, match="ckpt-2.* does not restore into the model"):
         StepCheckpoint.restore_latest(other, tmp_path)
+    for a, b in zip(before, other.weights, strict=True):
+        np.testing.assert_array_equal(a, b.numpy())  # as it was
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kerasteps
-from kerasteps.callbacks.step_checkpoint import checkpoint_object
+from kerasteps.checkpoint_store import checkpoint_object
 from kerasteps.models import WGAN
 
 N_CRITIC = 2

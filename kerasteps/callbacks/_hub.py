@@ -170,6 +170,9 @@ class RunHub:
         self.started_at = time.time()
         self.windows = _windows.MetricWindows(model)
         self._carry = _windows.take_carry(model, self.start_step)
+        self._expected_examples = _windows.take_examples_per_step(model)
+        #: The step where a guard found a non-finite loss (set by the guard), or None.
+        self.non_finite_at: int | None = None
         steps = params.get("steps") if params else None
         self._steps_in_epoch = int(steps) if steps else None
         self._micro = self.start_micro
@@ -265,6 +268,7 @@ class RunHub:
                 self._quiet_until = self._quiet_batches()
 
     def _batch_end(self, batch: int, logs: Mapping[str, Any]) -> None:
+        self.windows.invalidate()
         done = batch + 1
         epoch_last = self._steps_in_epoch is not None and done >= self._steps_in_epoch
         counted = logs.get(self.global_name) if not self.is_plain else None
@@ -291,6 +295,36 @@ class RunHub:
         if self._last_readers:
             self._snapshot_for_last(step)
 
+    def _check_examples(self, micro: int) -> None:
+        """A resumed run trains on as many examples per batch as its checkpoint."""
+        expected, source = self._expected_examples
+        self._expected_examples = None
+        batches = micro - self.start_micro
+        loss = self.windows.cumulative(self.step).get("loss")
+        if loss is None or batches <= 0:
+            return
+        per_batch = loss[1] / batches
+        if abs(per_batch - expected) > 1e-6:
+            raise ValueError(
+                f"kerasteps: this run trains on {per_batch:g} examples per batch, but "
+                f"the checkpoint it resumed from ({source}) was trained on {expected}: "
+                "`skip_consumed` skipped the batches of the wrong size, so the run "
+                "would not see the data the interrupted run would have seen. Resume "
+                f"with the batch size {expected}, or start a new run."
+            )
+
+    def examples_per_step(self) -> int | None:
+        """Examples per batch of this run (the loss tracker's count), if constant."""
+        batches = self._micro - self.start_micro
+        if batches <= 0:
+            return None
+        loss = self.windows.cumulative(self.step).get("loss")
+        if loss is None:
+            return None
+        per_batch = loss[1] / batches
+        rounded = round(per_batch)
+        return int(rounded) if abs(per_batch - rounded) < 1e-6 and rounded > 0 else None
+
     def _quiet_batches(self) -> float:
         """Batches with an index below this need nothing but counting.
 
@@ -314,8 +348,10 @@ class RunHub:
     def _check_progress(self, step: int) -> int:
         true_step, true_micro = self._read_true()
         try:
+            if self._expected_examples is not None:
+                self._check_examples(true_micro)
             done = self._progress.moved(true_step, true_micro)
-        except StepNotCountedError:
+        except (StepNotCountedError, ValueError):
             self.abort()
             raise
         if done:

@@ -43,6 +43,7 @@ REDUCE_MODES = ("mean", "last", "epoch")
 State = dict[str, np.ndarray]  # metric key -> [total, count] as float64
 
 _CARRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EXAMPLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def check_reduce(reduce: Any) -> str:
@@ -68,6 +69,21 @@ def take_carry(model: keras.Model, step: int) -> dict[str, State]:
         schedule: {k: np.asarray(v, dtype=np.float64) for k, v in windows.items()}
         for schedule, windows in held[1].items()
     }
+
+
+def attach_examples_per_step(model: keras.Model, examples: int, source: str) -> None:
+    """Records the examples per batch that a restored checkpoint was trained with."""
+    _EXAMPLES[model] = (int(examples), source)
+
+
+def take_examples_per_step(model: keras.Model) -> tuple[int, str] | None:
+    """The examples per batch of the checkpoint the model was restored from."""
+    return _EXAMPLES.pop(model, None)
+
+
+def peek_examples_per_step(model: keras.Model) -> tuple[int, str] | None:
+    """Like `take_examples_per_step`, leaving it for the run."""
+    return _EXAMPLES.get(model)
 
 
 def _is_mean(metric: Any) -> bool:
@@ -145,6 +161,10 @@ class MetricWindows:
             key: np.array(values[2 * i : 2 * i + 2], dtype=np.float64)
             for i, key in enumerate(keys)
         }
+
+    def invalidate(self) -> None:
+        """A new batch ended: the state read before is old."""
+        self._cache = None
 
     # -- epochs -----------------------------------------------------------------------
     def epoch_begin(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from kerasteps import _logcache
+from kerasteps import _atomic, _lock, _logcache
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every
@@ -71,6 +71,10 @@ class JSONLinesLogger(StepCallback):
     (the file is rewritten atomically); earlier lines are kept, so no step is ever
     written twice or goes backwards.
 
+    One writer: from the run's start to its end the file is locked (`<path>.lock`)
+    by this process; another process that would write it fails before training,
+    naming this one.
+
     Args:
         path: The file to append to (parent directories are created).
         every: Positive int or `kerasteps.Every`, default 100.
@@ -102,8 +106,9 @@ class JSONLinesLogger(StepCallback):
         every: int | Every = 100,
         reduce: str = "mean",
     ):
-        super().__init__(every, reduce=reduce)
+        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         self.path = check_writable_file(path, "path")
+        self._lock_file = _lock.DirectoryLock(self.path, "`path`", file=True)
         self._pending: dict[str, Any] | None = None
         self._last_written: int | None = None
         self._file = None
@@ -128,6 +133,7 @@ class JSONLinesLogger(StepCallback):
         return lines
 
     def on_run_begin(self, start_step: int) -> None:
+        self._lock_file.acquire()
         self._pending = None
         self._bytes_written = 0
         # The file as this process left it: its last step is known, no read needed.
@@ -147,10 +153,7 @@ class JSONLinesLogger(StepCallback):
         keep = [raw for step, raw in lines if step is not None and step <= start_step]
         if len(keep) != len(lines):
             dropped = len(lines) - len(keep)
-            tmp = self.path + ".kerasteps-tmp"
-            with tf.io.gfile.GFile(tmp, "w") as handle:
-                handle.write("".join(line + "\n" for line in keep))
-            tf.io.gfile.rename(tmp, self.path, overwrite=True)
+            _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
             logger.info(
                 "JSONLinesLogger: run starts at step %d; dropped %d line(s) after it "
                 "from %s.",
@@ -211,8 +214,11 @@ class JSONLinesLogger(StepCallback):
 
     def on_run_end(self, final_step: int) -> None:
         with self._lock:
-            self._flush_pending()
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                self._remember_last_step()
+            try:
+                self._flush_pending()
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+                    self._remember_last_step()
+            finally:
+                self._lock_file.release()

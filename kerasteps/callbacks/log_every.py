@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import string
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,6 +16,45 @@ __all__ = ["LogEvery"]
 
 DEFAULT_FORMAT = "{metrics} at step {step}"
 _DEFAULT_HANDLER_FORMAT = "%(levelname)s:%(name)s:%(message)s"
+_ALWAYS = ("metrics", "step")
+
+
+class _Missing:
+    """Shown for a value that a line does not hold (`val_loss` between validations)."""
+
+    def __format__(self, spec: str) -> str:
+        return "-"
+
+
+def _fields(fmt: str) -> list[str]:
+    """The value names of a format string; `ValueError` for what cannot work."""
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError as error:
+        raise ValueError(
+            f"`fmt` is not a valid format string ({error}): {fmt!r}."
+        ) from None
+    names = []
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise ValueError(
+                f"`fmt` fields must be value names such as {{loss}} or {{step}}, "
+                f"received {{{field}}} in {fmt!r}."
+            )
+        if conversion not in (None, "s", "r", "a"):
+            raise ValueError(f"`fmt` has an unknown conversion !{conversion}: {fmt!r}.")
+        if field not in _ALWAYS or field == "step":
+            sample = 101 if field == "step" else 1.5
+            try:
+                format(sample, spec or "")
+            except (ValueError, TypeError) as error:
+                raise ValueError(
+                    f"`fmt` field {{{field}:{spec}}} cannot format a number ({error})."
+                ) from None
+        names.append(field)
+    return names
 
 
 def _format_value(value: Any, precision: int) -> str:
@@ -45,6 +85,11 @@ class LogEvery(StepCallback):
         fmt: Line format, default `"{metrics} at step {step}"`. Fields: `{metrics}`
             (the `name=value` pairs), `{step}`, and any value by name, e.g.
             `"step {step}: loss {loss:.3f}"`. Or a callable `(step, values) -> str`.
+            Checked when constructed (syntax, plain names, specs that format a
+            number) and at the first line: a name that the run does not log then
+            raises `ValueError` listing the names it logs, which stops training. A
+            name that only some lines hold (`val_loss` between validations) shows
+            as `-`.
         keys: Optional sequence of value names to log, in that order. Default: all.
         precision: Int, default 6, digits after the point for float values.
         level: Logging level, default `logging.INFO`.
@@ -82,7 +127,7 @@ class LogEvery(StepCallback):
         logger: str | logging.Logger = "kerasteps",
         reduce: str = "mean",
     ):
-        super().__init__(every, reduce=reduce)
+        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         if not (isinstance(fmt, str) or callable(fmt)):
             raise TypeError(
                 f"`fmt` must be a format string or a callable, received {fmt!r}."
@@ -100,6 +145,8 @@ class LogEvery(StepCallback):
         if not isinstance(level, int) or isinstance(level, bool):
             raise TypeError(f"`level` must be a logging level int, received {level!r}.")
         self.fmt = fmt
+        self._fields = _fields(fmt) if isinstance(fmt, str) else []
+        self._checked = False
         self.keys = None if keys is None else list(keys)
         self.precision = precision
         self.level = level
@@ -108,6 +155,7 @@ class LogEvery(StepCallback):
         )
 
     def on_run_begin(self, start_step: int) -> None:
+        self._checked = False
         self._ensure_visible()
 
     def _ensure_visible(self) -> None:
@@ -142,7 +190,38 @@ class LogEvery(StepCallback):
             f"{name}={_format_value(value, self.precision)}"
             for name, value in values.items()
         )
-        return self.fmt.format(metrics=metrics, step=step, **values)
+        named = {name: _Missing() for name in self._fields}
+        named.update(values)
+        named.update(metrics=metrics, step=step)
+        return self.fmt.format(**named)
+
+    def _check_fields(self, event: StepEvent, values: dict[str, Any]) -> None:
+        """At the first line: every field must be a name that the run can log."""
+        self._checked = True
+        hub = event.hub
+        unknown = [
+            name
+            for name in self._fields
+            if name not in _ALWAYS
+            and name not in values
+            and not name.startswith("val_")
+            and not any(
+                cb.is_provider
+                and (
+                    cb._last_fired_step is None
+                    or (cb.value_prefix and name.startswith(cb.value_prefix))
+                    or name in getattr(cb, "last_values", {})
+                )
+                for cb in hub.callbacks
+            )
+        ]
+        if unknown:
+            hub.abort()
+            raise ValueError(
+                f"LogEvery: `fmt` {self.fmt!r} names {unknown[0]!r}, which this run "
+                f"does not log. Names it logs: {', '.join(sorted(values))}; and "
+                "`metrics`, `step`."
+            )
 
     def on_step(self, event: StepEvent) -> None:
         values = event.values()
@@ -154,6 +233,8 @@ class LogEvery(StepCallback):
             values = {k: values[k] for k in self.keys if k in values}
             if not values:
                 return
+        if event.scheduled and not self._checked and self._fields:
+            self._check_fields(event, values)
         if not self.logger.isEnabledFor(self.level):
             return
         try:

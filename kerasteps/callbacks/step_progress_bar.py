@@ -97,7 +97,7 @@ class StepProgressBar(StepCallback):
         interval: float = 0.05,
         reduce: str = "mean",
     ):
-        super().__init__(every, reduce=reduce)
+        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         self.total_steps = _check_positive_int("total_steps", total_steps)
         self.width = _check_positive_int("width", width)
         if isinstance(keys, str):

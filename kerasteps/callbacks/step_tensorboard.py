@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -12,12 +13,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasteps import _eventfiles
+from kerasteps import _eventfiles, _lock
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.schedule import Every
 
 __all__ = ["StepTensorBoard"]
+
+_RUN_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 logger = logging.getLogger("kerasteps")
 
@@ -83,7 +86,9 @@ class StepTensorBoard(StepCallback):
     Resuming: when `fit()` starts at global step `s` and a run directory holds
     summaries after `s` (a run resumed from an earlier checkpoint), its event files
     are rewritten without them first, so TensorBoard never shows a step twice.
-    Nothing else in `log_dir` is touched.
+    Nothing else in `log_dir` is touched. One writer: `log_dir` is locked by this
+    process from the run's start to its end; another process that would write it
+    fails before training, naming this one.
 
     Args:
         log_dir: Directory for the runs (created if missing).
@@ -97,8 +102,9 @@ class StepTensorBoard(StepCallback):
             to `every`.
         write_learning_rate: Bool, default True.
         write_counters: Bool, default True.
-        train_run: Name of the training run directory, default `"train"`.
-        validation_run: Name of the validation run directory, default `"validation"`.
+        train_run: Name of the training run folder inside `log_dir`, default
+            `"train"` (a plain name: no `/`, no `..`).
+        validation_run: Name of the validation run folder, default `"validation"`.
         reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
             of each `Mean`-type metric over the steps since the previous point, the
             value of the step's own batch, or Keras's running mean since the epoch
@@ -132,7 +138,7 @@ class StepTensorBoard(StepCallback):
         validation_run: str = "validation",
         reduce: str = "mean",
     ):
-        super().__init__(every, reduce=reduce)
+        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         self.log_dir = check_writable_dir(log_dir, "log_dir")
         self.histogram_every = (
             None
@@ -157,9 +163,14 @@ class StepTensorBoard(StepCallback):
             ("train_run", train_run),
             ("validation_run", validation_run),
         ):
-            if not isinstance(value, str) or not value or value.startswith("/"):
+            if (
+                not isinstance(value, str)
+                or not _RUN_NAME_RE.match(value)
+                or value in (".", "..")
+            ):
                 raise ValueError(
-                    f"`{name}` must be a relative directory name, received {value!r}."
+                    f"`{name}` must be a plain folder name inside `log_dir` (letters, "
+                    f"digits, `_`, `-`, `.`), received {value!r}."
                 )
         if train_run == validation_run:
             raise ValueError(
@@ -169,6 +180,7 @@ class StepTensorBoard(StepCallback):
         self.write_counters = bool(write_counters)
         self.train_run = train_run
         self.validation_run = validation_run
+        self._lock_dir = _lock.DirectoryLock(self.log_dir, "`log_dir`")
         self._writers: dict[str, _eventfiles.EventWriter] = {}
         self._last_written: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -189,6 +201,7 @@ class StepTensorBoard(StepCallback):
         return os.path.join(self.log_dir, run)
 
     def on_run_begin(self, start_step: int) -> None:
+        self._lock_dir.acquire()
         self._close_writers()
         self._last_written = {}
         for run in (self.train_run, self.validation_run):
@@ -305,4 +318,7 @@ class StepTensorBoard(StepCallback):
 
     def on_run_end(self, final_step: int) -> None:
         with self._lock:
-            self._close_writers()
+            try:
+                self._close_writers()
+            finally:
+                self._lock_dir.release()

@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 
+from kerasteps import _finite
 from kerasteps.callbacks.base import StepCallback
-from kerasteps.callbacks.step_checkpoint import (
-    CheckpointInfo,
-    StepCheckpoint,
-    _CheckpointDirectory,
-    state_variables,
-)
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.callbacks.step_tensorboard import check_writable_dir
+from kerasteps.checkpoint_store import (
+    CheckpointInfo,
+    CheckpointStore,
+    state_variables,
+)
 from kerasteps.schedule import Every
 
 __all__ = ["StopOnNonFinite"]
@@ -83,9 +83,9 @@ class StopOnNonFinite(StepCallback):
         self,
         keys: Sequence[str] | None = None,
         every: int | Every = 1,
-        checkpoint: StepCheckpoint | str | os.PathLike | None = None,
+        checkpoint: Any = None,
     ):
-        super().__init__(every)
+        super().__init__(Every.coerce(every, name="every"))
         if keys is not None:
             if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
                 raise TypeError(
@@ -97,11 +97,11 @@ class StopOnNonFinite(StepCallback):
         self.keys = keys
         if checkpoint is None:
             self._store = None
-        elif isinstance(checkpoint, StepCheckpoint):
-            self._store = checkpoint._store
+        elif isinstance(getattr(checkpoint, "store", None), CheckpointStore):
+            self._store = checkpoint.store  # a StepCheckpoint: its directory
         elif isinstance(checkpoint, (str, os.PathLike)):
             directory = check_writable_dir(checkpoint, "checkpoint")
-            self._store = _CheckpointDirectory(directory, keep=3)
+            self._store = CheckpointStore(directory, keep=3)
         else:
             raise TypeError(
                 "`checkpoint` must be a StepCheckpoint or a directory path, received "
@@ -152,6 +152,7 @@ class StopOnNonFinite(StepCallback):
 
     def _stop(self, step: int, key: str, value: float) -> None:
         self.stopped_step = step
+        self.hub.non_finite_at = step  # checkpoints do not save this step
         self.stopped_key = key
         self.message = (
             f"StopOnNonFinite: {key} is {value} at step {step}; stopping training."
@@ -164,9 +165,8 @@ class StopOnNonFinite(StepCallback):
     # -- last finite state ----------------------------------------------------------
     def _take_snapshot(self, step: int) -> None:
         values = [np.array(v.numpy(), copy=True) for v in state_variables(self.model)]
-        for array in values:
-            if array.dtype.kind == "f" and not np.isfinite(array).all():
-                return  # keep the previous, finite snapshot
+        if _finite.first_non_finite_array(enumerate(values)) is not None:
+            return  # keep the previous, finite snapshot
         self._snapshot = values
         self._snapshot_step = step
 

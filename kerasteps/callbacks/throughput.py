@@ -49,7 +49,7 @@ class Throughput(StepCallback):
     reads_values = False
 
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):
-        super().__init__(every)
+        super().__init__(Every.coerce(every, name="every"))
         self.batch_size = (
             None
             if batch_size is None

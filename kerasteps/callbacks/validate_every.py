@@ -122,7 +122,9 @@ class ValidateEvery(StepCallback):
         validation_data: A `tf.data.Dataset` of batches `(x, y)` or
             `(x, y, sample_weight)` (or of `x` alone for a model whose `test_step`
             needs no targets), or an `(x, y)` / `(x, y, sample_weight)` tuple of
-            arrays, batched with `batch_size`. Checked here, before training.
+            arrays, batched with `batch_size`. Its structure is checked here, and
+            when training begins one batch is evaluated: data the model cannot
+            take (or a model without a loss) fails before the first step.
         steps: Optional positive int, default None: how many batches to evaluate
             (None: the whole dataset, which must then be finite).
         batch_size: Positive int, default 32: batch size for array data.
@@ -155,7 +157,7 @@ class ValidateEvery(StepCallback):
         batch_size: int = 32,
         prefix: str = "val_",
     ):
-        super().__init__(every)
+        super().__init__(Every.coerce(every, name="every"))
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(
                 f"`prefix` must be a non-empty str such as 'val_', received {prefix!r}."
@@ -199,18 +201,32 @@ class ValidateEvery(StepCallback):
         >>> list(validate.evaluate())
         ['val_loss']
         """
+        results = self._evaluate(self._dataset, self.steps)
+        values = {f"{self.prefix}{name}": value for name, value in results.items()}
+        return scalar_items(values)
+
+    def _evaluate(self, dataset: tf.data.Dataset, steps: int | None) -> dict:
         model = self.model
         variables = _metric_variables(model)
         saved = [np.array(v.numpy(), copy=True) for v in variables]
         try:
-            results = model.evaluate(
-                self._dataset, steps=self.steps, verbose=0, return_dict=True
-            )
+            return model.evaluate(dataset, steps=steps, verbose=0, return_dict=True)
         finally:
             for variable, value in zip(variables, saved, strict=True):
                 variable.assign(value)
-        values = {f"{self.prefix}{name}": value for name, value in results.items()}
-        return scalar_items(values)
+
+    def on_run_begin(self, start_step: int) -> None:
+        """Evaluates one validation batch: data the model cannot take fails here."""
+        try:
+            self._evaluate(self._dataset.take(1), steps=1)
+        except Exception as error:  # noqa: BLE001 - any failure: bad input
+            self.hub.abort()  # close the callbacks that already began
+            raise ValueError(
+                f"ValidateEvery: the model {self.model.name!r} cannot evaluate "
+                f"`validation_data` ({type(error).__name__}: {error}). Give it "
+                "`(x, y)` batches shaped like the training data, and compile the "
+                "model with a loss (or give it a `test_step` of its own)."
+            ) from error
 
     def on_step(self, event: StepEvent) -> dict[str, float]:
         values = self.evaluate()

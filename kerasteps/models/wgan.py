@@ -12,6 +12,9 @@ from kerasteps._validate import check_int, check_positive_number
 
 __all__ = ["WGAN"]
 
+#: Key of the seed generator's state in the WGAN's own `.keras` variables.
+_SEED_KEY = "seed_state"
+
 _GP_NORM_EPSILON = 1e-12
 
 
@@ -480,6 +483,25 @@ class WGAN(keras.Model):
                 config[name], custom_objects=custom_objects
             )
         return cls(**config)
+
+    def save_own_variables(self, store: Any) -> None:
+        """Saves the counters, and the noise's seed state that Keras would skip.
+
+        Keras's `.keras` format saves a layer's weights, not the state of its
+        `keras.random.SeedGenerator`s; the WGAN adds its own, so a reloaded model
+        draws the noise the original would have drawn next.
+        """
+        super().save_own_variables(store)
+        store[_SEED_KEY] = self._seed_generator.state
+
+    def load_own_variables(self, store: Any) -> None:
+        """Loads what `save_own_variables` saved (files without the seed state too)."""
+        keys = list(store.keys())
+        if _SEED_KEY in keys:
+            state = self._seed_generator.state
+            state.assign(np.asarray(store[_SEED_KEY]).astype(state.dtype))
+            store = {key: store[key] for key in keys if key != _SEED_KEY}
+        super().load_own_variables(store)
 
     # ------------------------------------------------------- step protocol
 

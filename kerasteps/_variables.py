@@ -10,34 +10,32 @@ which aggregates their replicas.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import keras
 import numpy as np
 
 
-def _tf_handle(variable: Any) -> Any | None:
-    """The resource handle of a plain TensorFlow variable, else None."""
-    import tensorflow as tf
+def _reader(variable: Any) -> Callable[[], Any]:
+    """A function returning the variable's value on the host, its handle found once.
 
-    value = getattr(variable, "_value", variable)
-    if not isinstance(value, tf.Variable) or isinstance(
-        value, tf.distribute.DistributedValues
-    ):
-        return None
-    return getattr(value, "handle", None)
-
-
-def _read(variable: Any) -> Any:
-    """The value of a scalar variable (or tensor) on the host."""
+    A plain TensorFlow variable is read with one `ReadVariableOp`; anything else
+    (another backend, a distributed variable, a tensor) through Keras.
+    """
     if keras.backend.backend() == "tensorflow":
-        handle = _tf_handle(variable)
-        if handle is not None:
-            import tensorflow as tf
+        import tensorflow as tf
 
-            dtype = getattr(variable, "_value", variable).dtype
-            return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype).numpy()
-    return np.asarray(keras.ops.convert_to_numpy(variable))
+        value = getattr(variable, "_value", variable)
+        handle = getattr(value, "handle", None)
+        if (
+            handle is not None
+            and isinstance(value, tf.Variable)
+            and not isinstance(value, tf.distribute.DistributedValues)
+        ):
+            read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
+            return lambda: read(resource=handle, dtype=dtype).numpy()
+    return lambda: np.asarray(keras.ops.convert_to_numpy(variable))
 
 
 class ScalarReader:
@@ -55,23 +53,10 @@ class ScalarReader:
 
     def __init__(self, variables: list[Any]):
         self.variables = list(variables)
-        self._raw = None
-        if keras.backend.backend() == "tensorflow":
-            import tensorflow as tf
-
-            handles = [_tf_handle(v) for v in self.variables]
-            if all(h is not None for h in handles):
-                dtypes = [getattr(v, "_value", v).dtype for v in self.variables]
-                self._raw = (
-                    tf.raw_ops.ReadVariableOp,
-                    list(zip(handles, dtypes, strict=True)),
-                )
+        self._readers = [_reader(v) for v in self.variables]
 
     def __call__(self) -> list[float]:
-        if self._raw is None:
-            return read_floats(self.variables)
-        read, pairs = self._raw
-        return [float(read(resource=h, dtype=d)) for h, d in pairs]
+        return [float(read()) for read in self._readers]
 
 
 def read_floats(variables: list[Any]) -> list[float]:
@@ -84,7 +69,7 @@ def read_floats(variables: list[Any]) -> list[float]:
     >>> read_floats([keras.Variable(2.0), keras.Variable(3, dtype="int64")])
     [2.0, 3.0]
     """
-    return [float(_read(v)) for v in variables]
+    return ScalarReader(variables)()
 
 
 def read_int(variable: Any) -> int:
@@ -97,4 +82,4 @@ def read_int(variable: Any) -> int:
     >>> read_int(keras.Variable(7, dtype="int64"))
     7
     """
-    return int(_read(variable))
+    return int(_reader(variable)())

@@ -61,6 +61,7 @@ __all__ = [
     "step_counters",
     "step_counter_variables",
     "step_optimizers",
+    "sync_trained_state",
 ]
 
 #: Name of the single counter of a plain model in `step_counters`.
@@ -285,6 +286,18 @@ def global_step_name(model: keras.Model) -> str:
         step_counter_variables(model)  # validates the protocol
         return model.kerasteps_global_counter
     return PLAIN_COUNTER
+
+
+def sync_trained_state(model: keras.Model) -> None:
+    """Attaches the trained state to the model's variables (JAX keeps it apart).
+
+    Under JAX, Keras holds the state of an epoch in progress outside the model's
+    variables; reading them mid-epoch needs this first (as `Callback.model` does).
+    Other backends train the variables in place: nothing to do.
+    """
+    sync = getattr(model, "jax_state_sync", None)
+    if callable(sync):
+        sync()
 
 
 def _to_int(variable: Any) -> int:

@@ -167,7 +167,6 @@ class RunHub:
         self._lockstep = distribute.task_of(model)[0] is not None
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
-        self.started_at = time.time()
         self.windows = _windows.MetricWindows(model)
         self._carry = _windows.take_carry(model, self.start_step)
         self._expected_examples = _windows.take_examples_per_step(model)
@@ -234,9 +233,7 @@ class RunHub:
     # -- reading the model --------------------------------------------------------
     def _read_true(self) -> tuple[int, int]:
         """The model's (global step, micro steps), from the trained state."""
-        sync = getattr(self.model, "jax_state_sync", None)
-        if callable(sync):
-            sync()
+        steps_lib.sync_trained_state(self.model)
         step = steps_lib.global_step(self.model)
         micro = steps_lib.micro_steps(self.model) if self.accumulation > 1 else step
         return step, micro
@@ -581,7 +578,7 @@ class RunHub:
         if len(values) == len(self.counter_names):
             counters = {k: int(values[k]) for k in self.counter_names}
         else:
-            self._read_true()  # syncs the trained state (JAX)
+            steps_lib.sync_trained_state(self.model)
             counters = steps_lib.step_counters(self.model)
         counters[self.global_name] = int(step)
         return counters

@@ -33,6 +33,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from kerasteps import steps as steps_lib
 from kerasteps._variables import ScalarReader
 
 logger = logging.getLogger("kerasteps")
@@ -146,9 +147,7 @@ class MetricWindows:
         return found
 
     def _read_open_epoch(self) -> State:
-        sync = getattr(self.model, "jax_state_sync", None)
-        if callable(sync):
-            sync()  # JAX keeps the trained state off the model within an epoch
+        steps_lib.sync_trained_state(self.model)
         if self._metrics is None:
             self._metrics = self._discover()
         keys = list(self._metrics)

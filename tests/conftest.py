@@ -11,6 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
     EventAccumulator,
 )
@@ -30,6 +31,46 @@ def tiny_model(seed: int = 0, steps_per_execution: int = 1, **compile_kwargs):
     compile_kwargs.setdefault("loss", "mse")
     model.compile(steps_per_execution=steps_per_execution, **compile_kwargs)
     return model
+
+
+def tiny_wgan(seed: int = 0, noise_seed: int = 5):
+    """A compiled WGAN of 8-unit point networks, 2 critic steps per generator step."""
+    from kerasteps.models import WGAN, build_point_critic, build_point_generator
+
+    keras.utils.set_random_seed(seed)
+    gan = WGAN(
+        build_point_generator(2, widths=(8,)),
+        build_point_critic(2, widths=(8,)),
+        latent_dim=2,
+        n_critic=2,
+        seed=noise_seed,
+    )
+    gan.compile()
+    return gan
+
+
+class NanAtStep(keras.Model):
+    """`d_loss` becomes NaN at global step `nan_step` (and the weights after it)."""
+
+    def __init__(self, nan_step):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.nan_step = nan_step
+
+    def call(self, x):
+        return self.dense(x)
+
+    def train_step(self, data):
+        x, y = data
+        step = tf.cast(self.optimizer.iterations, "float32") + 1.0
+        scale = tf.where(step >= self.nan_step, float("nan"), 1.0)
+        g_loss = tf.reduce_mean(tf.square(self(x) - y))  # before the update
+        with tf.GradientTape() as tape:
+            d_loss = tf.reduce_mean(tf.square(self(x) - y)) * scale
+        variables = self.trainable_variables
+        gradients = tape.gradient(d_loss, variables)
+        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        return {"d_loss": d_loss, "g_loss": g_loss}
 
 
 def tiny_data(n: int = 20, seed: int = 0):

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import read_jsonl, read_scalars, tiny_data, tiny_model
+from conftest import NanAtStep, read_jsonl, read_scalars, tiny_data, tiny_model
 
 import kerasteps
 from kerasteps import Every
@@ -350,30 +350,6 @@ def test_stop_at_step_bad_max_steps(value, error):
 
 
 # -- StopOnNonFinite ---------
-class NanAtStep(keras.Model):
-    """`d_loss` becomes NaN at global step `nan_step` (and the weights after it)."""
-
-    def __init__(self, nan_step):
-        super().__init__()
-        self.dense = keras.layers.Dense(1)
-        self.nan_step = nan_step
-
-    def call(self, x):
-        return self.dense(x)
-
-    def train_step(self, data):
-        x, y = data
-        step = tf.cast(self.optimizer.iterations, "float32") + 1.0
-        scale = tf.where(step >= self.nan_step, float("nan"), 1.0)
-        g_loss = tf.reduce_mean(tf.square(self(x) - y))  # before the update
-        with tf.GradientTape() as tape:
-            d_loss = tf.reduce_mean(tf.square(self(x) - y)) * scale
-        variables = self.trainable_variables
-        gradients = tape.gradient(d_loss, variables)
-        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        return {"d_loss": d_loss, "g_loss": g_loss}
-
-
 def _nan_model(nan_step=7):
     keras.utils.set_random_seed(0)
     model = NanAtStep(nan_step)

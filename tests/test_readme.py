@@ -24,20 +24,25 @@ def blocks(text: str, language: str) -> list[str]:
     return [textwrap.dedent(body) for _, body in found]
 
 
-def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
-    part = section("Your own GAN or multi-optimizer model")
-    code = blocks(part, "python")[0]
-    shown = blocks(part, "text")[0]
-    (tmp_path / "gan.py").write_text(code)
+def run_script(folder, name: str, code: str) -> subprocess.CompletedProcess:
+    """Writes `code` to `folder/name` and runs it there with this Python."""
+    (folder / name).write_text(code)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "gan.py"],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, name],
+        cwd=folder,
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
     )
+
+
+def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
+    part = section("Your own GAN or multi-optimizer model")
+    code = blocks(part, "python")[0]
+    shown = blocks(part, "text")[0]
+    result = run_script(tmp_path, "gan.py", code)
     assert result.returncode == 0, result.stderr[-3000:]
     printed = [
         line
@@ -47,17 +52,10 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
     assert printed == shown.strip().splitlines()
 
     # Without the declaration: the error the README quotes.
-    (tmp_path / "undeclared.py").write_text(
-        code.replace("kerasteps.count_optimizer_steps(", "(lambda *a, **k: None)(")
+    undeclared = code.replace(
+        "kerasteps.count_optimizer_steps(", "(lambda *a, **k: None)("
     )
-    result = subprocess.run(
-        [sys.executable, "undeclared.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    result = run_script(tmp_path, "undeclared.py", undeclared)
     assert result.returncode == 1
     quoted = blocks(part, "text")[1]
     first, rest = quoted.split("[...]")

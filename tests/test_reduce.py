@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import read_jsonl, read_scalars
+from conftest import read_jsonl, read_scalars, tiny_wgan
 
 import kerasteps
 from kerasteps import Every
@@ -115,6 +115,20 @@ def regression_data(n=STEPS_PER_EPOCH * BATCH, seed=0):
     return x, y
 
 
+def fit_in_order(model, x, y, callbacks, epochs=EPOCHS, **kwargs):
+    """`fit` on arrays, BATCH examples a step, in order (no shuffle), silent."""
+    return model.fit(
+        x,
+        y,
+        batch_size=BATCH,
+        epochs=epochs,
+        shuffle=False,
+        verbose=0,
+        callbacks=callbacks,
+        **kwargs,
+    )
+
+
 def assert_rel(got: float, want: float, rel: float = 1e-4):
     assert got == pytest.approx(want, rel=rel), (got, want)
 
@@ -128,14 +142,11 @@ def test_sinks_write_the_window_mean(tmp_path, caplog, every, steps_per_executio
     witness = Witness()
     recorder = Recorder(every)
     tb, jsonl = str(tmp_path / "tb"), str(tmp_path / "log.jsonl")
-    history = model.fit(
+    history = fit_in_order(
+        model,
         x,
         y,
-        batch_size=BATCH,
-        epochs=EPOCHS,
-        shuffle=False,
-        verbose=0,
-        callbacks=[
+        [
             witness,
             LogEvery(every),
             StepTensorBoard(tb, every=every),
@@ -183,15 +194,7 @@ def test_last_is_the_own_batch_and_epoch_is_keras(steps_per_execution):
     x, y = regression_data()
     witness = Witness()
     last, epoch = Recorder(Every(6), reduce="last"), Recorder(Every(6), "epoch")
-    model.fit(
-        x,
-        y,
-        batch_size=BATCH,
-        epochs=EPOCHS,
-        shuffle=False,
-        verbose=0,
-        callbacks=[witness, last, epoch],
-    )
+    fit_in_order(model, x, y, [witness, last, epoch])
     assert sorted(last.seen) == sorted(epoch.seen)
     assert len(last.seen) >= 8
     k = steps_per_execution
@@ -217,15 +220,7 @@ def test_metrics_that_are_not_means_keep_keras_values():
     x, _ = regression_data()
     y = (x[:, :1] > 0).astype("float32")
     witness, recorder = Witness(), Recorder(7)
-    model.fit(
-        x,
-        y,
-        batch_size=BATCH,
-        epochs=2,
-        shuffle=False,
-        verbose=0,
-        callbacks=[witness, recorder],
-    )
+    fit_in_order(model, x, y, [witness, recorder], epochs=2)
     for prev, step, values, reduced in recorder.points():
         assert reduced == {"loss", "accuracy"}
         assert values["auc"] == witness.logs_at(step)["auc"]  # as Keras computes it
@@ -245,16 +240,7 @@ def test_sample_weights_weight_the_window_as_keras_does():
     x, y = x[:-3], y[:-3]  # the last batch is short: batches are not equal
     weights = np.linspace(0.1, 3.0, len(x)).astype("float32")
     recorder = Recorder(4)
-    model().fit(
-        x,
-        y,
-        sample_weight=weights,
-        batch_size=BATCH,
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=[recorder],
-    )
+    fit_in_order(model(), x, y, [recorder], epochs=1, sample_weight=weights)
     # Replay the same updates, summing what each metric sums.
     replay = model()
     losses, examples, weighted, weight_sums = [], [], [], []
@@ -276,18 +262,10 @@ def test_sample_weights_weight_the_window_as_keras_does():
 
 def test_wgan_metrics_are_window_means(tmp_path):
     from kerasteps.mixtures import ring_of_gaussians
-    from kerasteps.models import WGAN, build_point_critic, build_point_generator
+    from kerasteps.models import WGAN
 
-    keras.utils.set_random_seed(0)
+    gan = tiny_wgan(noise_seed=0)
     x, _ = ring_of_gaussians(2 * 12 * 16, seed=0)
-    gan = WGAN(
-        build_point_generator(2, widths=(8,)),
-        build_point_critic(2, widths=(8,)),
-        latent_dim=2,
-        n_critic=2,
-        seed=0,
-    )
-    gan.compile()
     witness = Witness()
     witness.on_epoch_begin = lambda epoch, logs=None: setattr(
         witness, "_epoch_start", int(gan.g_step.numpy())
@@ -319,15 +297,7 @@ def test_validation_values_are_never_reduced(tmp_path):
     x, y = regression_data()
     validate = ValidateEvery(10, validation_data=regression_data(32, seed=1))
     recorder = Recorder(10)
-    model.fit(
-        x,
-        y,
-        batch_size=BATCH,
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=[validate, recorder],
-    )
+    fit_in_order(model, x, y, [validate, recorder], epochs=1)
     _, values, reduced = recorder.seen[20]
     assert "val_loss" not in reduced
     expected = model.evaluate(*regression_data(32, seed=1), verbose=0, return_dict=True)
@@ -385,15 +355,7 @@ def test_a_second_fit_continues_the_window(tmp_path):
         model = regression_model()
         sink = JSONLinesLogger(path, every=15)
         for epochs in splits:
-            model.fit(
-                x,
-                y,
-                batch_size=BATCH,
-                epochs=epochs,
-                shuffle=False,
-                verbose=0,
-                callbacks=[sink],
-            )
+            fit_in_order(model, x, y, [sink], epochs=epochs)
         return read_jsonl(path)
 
     one = run([3], str(tmp_path / "one.jsonl"))
@@ -466,15 +428,7 @@ def test_custom_train_step_trackers_are_reduced_and_raw_values_kept():
         model = TrackedModel(raw_under_metric_name=raw)
         model.compile(keras.optimizers.SGD(0.01))
         witness, recorder = Witness(), Recorder(6)
-        model.fit(
-            x,
-            y,
-            batch_size=BATCH,
-            epochs=2,
-            shuffle=False,
-            verbose=0,
-            callbacks=[witness, recorder],
-        )
+        fit_in_order(model, x, y, [witness, recorder], epochs=2)
         for prev, step, values, reduced in recorder.points():
             want = witness.window("tracked_loss", prev, step)
             assert_rel(values["tracked_loss"], want)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from click.testing import CliRunner
-from conftest import tiny_data, tiny_model
+from conftest import NanAtStep, tiny_data, tiny_model, tiny_wgan
 
 import kerasteps
 import kerasteps.cli
@@ -176,31 +176,9 @@ def test_a_missing_checkpoint_folder_falls_back_with_a_warning(tmp_path, caplog)
 
 
 # -- 4. non-finite state is never saved -----------------------------------------------
-class NanAt(keras.Model):
-    """Linear model whose weights become NaN at global step `nan_step`."""
-
-    def __init__(self, nan_step):
-        super().__init__()
-        self.dense = keras.layers.Dense(1)
-        self.nan_step = nan_step
-
-    def call(self, x):
-        return self.dense(x)
-
-    def train_step(self, data):
-        x, y = data
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(self(x) - y))
-        step = self.optimizer.iterations + 1
-        scale = tf.where(step >= self.nan_step, np.nan, 1.0)
-        grads = [g * scale for g in tape.gradient(loss, self.trainable_weights)]
-        self.optimizer.apply_gradients(zip(grads, self.trainable_weights, strict=True))
-        return {"loss": loss * scale}
-
-
 def test_checkpoints_of_a_nan_state_are_never_written(tmp_path, caplog):
     caplog.set_level(logging.ERROR, logger="kerasteps")
-    model = NanAt(nan_step=37)
+    model = NanAtStep(nan_step=37)
     model.compile(keras.optimizers.SGD(0.01))
     x, y = tiny_data(100)
     model.fit(
@@ -220,7 +198,7 @@ def test_checkpoints_of_a_nan_state_are_never_written(tmp_path, caplog):
     assert any(
         "not saving step 37: " in m and "NaN or an infinity" in m for m in errors
     )
-    restored = NanAt(nan_step=10**9)
+    restored = NanAtStep(nan_step=10**9)
     restored.compile(keras.optimizers.SGD(0.01))
     restored(x[:1])
     assert StepCheckpoint.restore_latest(restored, tmp_path) == 36
@@ -230,21 +208,6 @@ def test_checkpoints_of_a_nan_state_are_never_written(tmp_path, caplog):
 
 
 # -- 5. random state: seed generators are saved ---------------------------------------
-def _wgan(seed=0):
-    from kerasteps.models import WGAN, build_point_critic, build_point_generator
-
-    keras.utils.set_random_seed(seed)
-    gan = WGAN(
-        build_point_generator(2, widths=(8,)),
-        build_point_critic(2, widths=(8,)),
-        latent_dim=2,
-        n_critic=2,
-        seed=5,
-    )
-    gan.compile()
-    return gan
-
-
 def _wgan_stream():
     from kerasteps.mixtures import ring_of_gaussians
     from kerasteps.models import WGAN
@@ -254,10 +217,10 @@ def _wgan_stream():
 
 
 def test_a_resumed_wgan_equals_an_uninterrupted_one(tmp_path):
-    straight = _wgan()
+    straight = tiny_wgan()
     straight.fit(_wgan_stream(), steps_per_epoch=12, epochs=2, verbose=0)
 
-    first = _wgan()
+    first = tiny_wgan()
     first.fit(
         _wgan_stream(),
         steps_per_epoch=12,
@@ -265,7 +228,7 @@ def test_a_resumed_wgan_equals_an_uninterrupted_one(tmp_path):
         verbose=0,
         callbacks=[StepCheckpoint(tmp_path, every=12)],
     )
-    resumed = _wgan(seed=7)  # other initial weights: all must come from the save
+    resumed = tiny_wgan(seed=7)  # other initial weights: all must come from the save
     assert StepCheckpoint.restore_latest(resumed, tmp_path) == 12
     np.testing.assert_array_equal(
         resumed._seed_generator.state.numpy(), first._seed_generator.state.numpy()
@@ -296,7 +259,7 @@ def test_a_resumed_wgan_equals_an_uninterrupted_one(tmp_path):
 def test_wgan_keeps_its_seed_state_in_keras_files_and_dropout_in_checkpoints(
     tmp_path,
 ):
-    gan = _wgan()
+    gan = tiny_wgan()
     gan.fit(_wgan_stream(), steps_per_epoch=5, epochs=1, verbose=0)
     gan.save(tmp_path / "gan.keras")
     loaded = keras.saving.load_model(tmp_path / "gan.keras")

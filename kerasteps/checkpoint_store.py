@@ -5,12 +5,25 @@ holds, how a save commits, how a directory is read, repaired and restored from.
 Layout::
 
     <directory>/checkpoint.json     index: the committed checkpoints, oldest first
-    <directory>/ckpt-<step>/weights.index, weights.data-*, meta.json
+    <directory>/ckpt-<step>/state.h5, meta.json
 
-A save writes a new `.tmp-*` folder (the model's state, then `meta.json` with the
-global step, the counters, the size of every file and `"finite": true`), renames it to
-`ckpt-<step>`, then replaces the index atomically: a process killed at any moment
-leaves the previous checkpoint listed and complete.
+**The format is kerasteps's own and the same on every Keras backend** (TensorFlow,
+JAX, PyTorch): `state.h5` is an HDF5 file with one array per state variable, keyed
+by the model's structure as Keras keys `.weights.h5` files (`layers/dense/vars/0`,
+`optimizer/vars/3`; see `kerasteps._model_state`), so it restores into any
+identically built model, on any backend. It holds the weights, the non-trainable
+variables, every optimizer's variables (`iterations` and the learning rate
+included), the step counters and the seed generators' states. `meta.json` holds the
+global step, the counters, the optimizer classes, the Keras version and backend, and
+the size and CRC-32 of `state.h5`.
+
+A save copies the state to host memory (on the training thread: `capture`), then
+writes a new `.tmp-*` folder (`state.h5`, then `meta.json`), renames it
+to `ckpt-<step>`, and replaces the index atomically (`write`): a process killed at
+any moment leaves the previous checkpoint listed and complete. `save_async` runs
+the writing on a background thread, one save at a time. Remote paths (`gs://`) go
+through `tf.io.gfile`: HDF5 needs a seekable file, so `state.h5` is written to a
+local temporary file first, then copied into the temporary folder.
 
 What the store guarantees:
 
@@ -23,15 +36,26 @@ What the store guarantees:
   directory; any other entry (`../victim`, an absolute path, `""`) is ignored with a
   WARNING, and no code path removes anything outside the directory.
 - **Verified restores.** A checkpoint is restored only if its files are all there with
-  the sizes recorded at the save and TensorFlow's reader reads every tensor (its
-  checksums included). `restore_latest` falls back to the newest checkpoint that
-  restores completely, with a WARNING naming each broken one and why. A restore is
-  all or nothing: a failed one puts back the model's variables as they were.
+  the sizes recorded at the save and `state.h5` has the recorded CRC-32.
+  `restore_latest` falls back to the newest checkpoint that restores completely,
+  with a WARNING naming each broken one and why. A restore is all or nothing: a
+  failed one puts back the model's variables as they were.
+- **Strict restores.** Every state variable of the model must be in the checkpoint
+  and every array of the checkpoint must belong to the model, with its shape; a
+  `ValueError` names the keys that differ. For a partial restore (a new head on a
+  trained body), read the arrays yourself with `read_state(path)` and assign those
+  you want; the keys are `kerasteps._model_state.StateLayout.of(model).variables`.
+- **Optimizers built later.** The slots of an optimizer that is not built yet (a
+  custom `train_step`'s `d_optimizer` before the first step) are assigned the moment
+  it builds them, before its first update; its `iterations` at once. A plain
+  model's optimizer is built by the restore.
 - **Finite only.** A state with a NaN or an infinity in its weights or optimizer
-  variables is never written (the save is refused with an ERROR), and a checkpoint
-  whose restored state is not finite is never returned.
+  variables is never written (the save is refused with a `NonFiniteStateError`).
 - **Mismatches refused.** The optimizer classes are recorded; restoring an Adam
   checkpoint into an SGD model raises a `ValueError` before anything is restored.
+
+Checkpoints of kerasteps 0.1.0's `tf.train.Checkpoint` format (`weights.index`) are
+not read: the restore names them and says so.
 
 Example:
 
@@ -49,7 +73,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -59,15 +82,15 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasteps import _atomic, _finite, distribute
+from kerasteps import _atomic, _finite, _model_state, distribute
 from kerasteps import steps as steps_lib
 
 __all__ = ["CheckpointInfo", "CheckpointStore", "NonFiniteStateError"]
@@ -77,9 +100,9 @@ logger = logging.getLogger("kerasteps")
 #: The index file of a checkpoint directory (the commit point of every save).
 INDEX_FILE = "checkpoint.json"
 #: Format tag written in the index and in each checkpoint's `meta.json`.
-FORMAT = "kerasteps.StepCheckpoint/1"
+FORMAT = "kerasteps.StepCheckpoint/2"
 META_FILE = "meta.json"
-_PREFIX = "weights"
+STATE_FILE = "state.h5"
 NAME_RE = re.compile(r"^ckpt-(\d+)$")
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
@@ -106,14 +129,32 @@ class CheckpointInfo:
     time: float
 
     @property
-    def prefix(self) -> str:
-        """The `tf.train.Checkpoint` prefix inside the directory."""
-        return os.path.join(self.path, _PREFIX)
+    def state_file(self) -> str:
+        """The `state.h5` file inside the checkpoint folder."""
+        return os.path.join(self.path, STATE_FILE)
+
+
+@dataclass
+class Capture:
+    """A model's state copied to host memory, with what `meta.json` will say.
+
+    Attributes:
+        step: The global step of the state.
+        arrays: Structure key -> host array (see `kerasteps._model_state`).
+        meta: The `meta.json` fields known at the capture.
+        chief: False on a `tf.distribute` worker that is not the chief (nothing is
+            written there).
+    """
+
+    step: int
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+    chief: bool = True
 
 
 # -- what a checkpoint holds ----------------------------------------------------------
 def optimizers_of(model: keras.Model) -> dict[str, Any]:
-    """Every optimizer of a model, by the name it has in the checkpoint."""
+    """Every optimizer of a model, by the name `meta.json` records its class under."""
     found: dict[str, Any] = {}
     for name, optimizer in steps_lib.step_optimizers(model).items():
         if optimizer is not None:
@@ -124,35 +165,11 @@ def optimizers_of(model: keras.Model) -> dict[str, Any]:
     return found
 
 
-def seed_states(model: keras.Model) -> list[Any]:
-    """The state variables of the model's `keras.random.SeedGenerator`s, in order.
-
-    `tf.train.Checkpoint(model=...)` does not reach them (nor does the `.keras`
-    format), so a checkpoint lists them itself: Dropout masks and a WGAN's noise
-    then continue exactly after a resume.
-    """
-    return [v for v in model.variables if v.name == "seed_generator_state"]
-
-
-def checkpoint_object(model: keras.Model) -> tf.train.Checkpoint:
-    """The `tf.train.Checkpoint` that kerasteps saves for a model.
-
-    It holds the model (its weights and step-counter variables, and every optimizer
-    that is one of its attributes), each optimizer that
-    `kerasteps.steps.step_optimizers(model)` names, and the states of the model's
-    seed generators.
-    """
-    return tf.train.Checkpoint(
-        model=model, seed_states=seed_states(model), **optimizers_of(model)
-    )
-
-
 def build_optimizers(model: keras.Model) -> None:
     """Builds a plain model's optimizer so a restore sets its slots at once.
 
     Optimizers whose variables are unknown here (a multi-optimizer model's) are left
-    alone: `tf.train.Checkpoint` restores their slots the moment they are created (at
-    the first training step, or when the model builds them).
+    alone: their slots are restored when they build them (see `_model_state`).
     """
     optimizer = getattr(model, "optimizer", None)
     if (
@@ -165,37 +182,96 @@ def build_optimizers(model: keras.Model) -> None:
         optimizer.build(model.trainable_variables)
 
 
-def state_variables(model: keras.Model) -> list[Any]:
-    """The variables a checkpoint restores: model variables, then optimizer ones."""
-    seen: set[int] = set()
-    out = []
-    groups = [model.variables] + [o.variables for o in optimizers_of(model).values()]
-    for group in groups:
-        for variable in group:
-            if id(variable) not in seen:
-                seen.add(id(variable))
-                out.append(variable)
-    return out
+def read_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Reads the arrays of a checkpoint, by structure key, after verifying them.
 
+    For a partial restore: pick the arrays you want and assign them yourself.
 
-@contextlib.contextmanager
-def _keep_root_logger_unconfigured() -> Iterator[None]:
-    """Undoes the `logging.basicConfig()` that absl runs when TF logs while saving.
+    Args:
+        path: A `ckpt-<step>` folder.
 
-    TF logs at INFO through absl while writing a checkpoint, and absl calls
-    `logging.basicConfig()` when the root logger has no handler; the `kerasteps`
-    lines (which `LogEvery` prints with its own handler in that case) would then be
-    printed twice for the rest of the process.
+    Raises:
+        ValueError: if the folder is incomplete or its `state.h5` is damaged.
+
+    Example:
+
+    >>> import numpy as np, keras, tempfile
+    >>> from kerasteps.checkpoint_store import CheckpointStore, read_state
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> info = CheckpointStore(tempfile.mkdtemp()).save(model)
+    >>> sorted(read_state(info.path))[:2]
+    ['layers/dense/vars/0', 'layers/dense/vars/1']
     """
-    root = logging.getLogger()
-    unconfigured = not root.handlers
+    path = os.fspath(path).rstrip("/")
+    reason = check_folder(path)
+    if reason is not None:
+        raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
+    meta = read_meta(path)
+    _check_format(path, meta)
+    state = os.path.join(path, STATE_FILE)
+    expected = meta["files"][STATE_FILE].get("crc32")
     try:
-        yield
+        with tf.io.gfile.GFile(state, "rb") as handle:
+            actual = _model_state.crc32_of(handle.read)
+        if actual != expected:
+            raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
+        if _atomic.is_local(state):
+            return _model_state.read_arrays(state)
+        with tf.io.gfile.GFile(state, "rb") as handle:
+            return _model_state.read_arrays(handle)
+    except Exception as error:  # noqa: BLE001 - any read error: damaged data
+        raise ValueError(
+            f"The checkpoint {path!r} is damaged: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _write_state(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Writes `state.h5`, returns its size and CRC-32 for `meta.json`.
+
+    HDF5 needs a seekable local file: a remote `path` is written to a local
+    temporary file first, then copied with `tf.io.gfile`. The file is not fsynced
+    (as TensorFlow does not fsync its checkpoints): a kill cannot damage it, and a
+    power loss that leaves it short or damaged is caught by its size and CRC-32
+    at the restore, which then falls back to the checkpoint before it.
+    """
+    local = path
+    if not _atomic.is_local(path):
+        handle, local = tempfile.mkstemp(prefix="kerasteps-state-", suffix=".h5")
+        os.close(handle)
+    try:
+        _model_state.write_arrays(local, arrays)
+        record = {
+            "bytes": os.path.getsize(local),
+            "crc32": _model_state.crc32_of_file(local),
+        }
+        if local != path:
+            tf.io.gfile.copy(local, path, overwrite=True)
     finally:
-        if unconfigured:
-            for handler in list(root.handlers):
-                if type(handler) is logging.StreamHandler:
-                    root.removeHandler(handler)
+        if local != path and os.path.exists(local):
+            os.remove(local)
+    return record
+
+
+def _lower_priority() -> None:
+    """Runs the calling thread at a lower CPU priority (Linux: nice +10).
+
+    The background write then takes the cycles training leaves idle instead of
+    competing with its threads; elsewhere this does nothing.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
+def _check_format(path: str, meta: dict) -> None:
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
+            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
+            "files, which are not converted: restore them with that version.)"
+        )
 
 
 # -- reading folders ------------------------------------------------------------------
@@ -209,21 +285,11 @@ def read_meta(path: str) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def _file_sizes(folder: str) -> dict[str, int]:
-    sizes = {}
-    for name in tf.io.gfile.listdir(folder):
-        name = name.rstrip("/")
-        if name != META_FILE:
-            sizes[name] = int(tf.io.gfile.stat(os.path.join(folder, name)).length)
-    return sizes
-
-
 def check_folder(path: str) -> str | None:
     """Why a checkpoint folder is not complete, or None when it is.
 
     Complete: its `meta.json` reads and names the folder's step, and every file it
-    lists is there with the recorded size (a folder of an older kerasteps, without
-    sizes, needs its index and data files).
+    lists is there with the recorded size.
     """
     name = os.path.basename(path.rstrip("/"))
     match = NAME_RE.match(name)
@@ -237,28 +303,17 @@ def check_folder(path: str) -> str | None:
     if meta.get("step") != int(match.group(1)):
         return f"{META_FILE} names step {meta.get('step')!r}, not {match.group(1)}"
     files = meta.get("files")
-    if isinstance(files, dict):
-        for file, size in files.items():
-            full = os.path.join(path, file)
-            if not tf.io.gfile.exists(full):
-                return f"{file} is missing"
-            actual = tf.io.gfile.stat(full).length
-            if actual != size:
-                return f"{file} has {actual} bytes, {size} were written"
-        return None
-    names = tf.io.gfile.listdir(path)
-    if f"{_PREFIX}.index" not in names or not any(
-        n.startswith(f"{_PREFIX}.data-") for n in names
-    ):
-        return "the weights files are missing"
+    if not isinstance(files, dict) or not files:
+        return f"{META_FILE} lists no files"
+    for file, record in files.items():
+        size = record.get("bytes") if isinstance(record, dict) else record
+        full = os.path.join(path, file)
+        if not tf.io.gfile.exists(full):
+            return f"{file} is missing"
+        actual = tf.io.gfile.stat(full).length
+        if actual != size:
+            return f"{file} has {actual} bytes, {size} were written"
     return None
-
-
-def _read_every_tensor(info: CheckpointInfo) -> None:
-    """Reads every tensor of a checkpoint (TF checks each tensor's checksum)."""
-    reader = tf.train.load_checkpoint(info.prefix)
-    for key in reader.get_variable_to_shape_map():
-        reader.get_tensor(key)
 
 
 # -- the directory ------------------------------------------------------------------
@@ -281,6 +336,11 @@ class CheckpointStore:
         self.directory = os.fspath(directory)
         self.keep = keep
         self._lock = threading.Lock()
+        self._snapshot = _model_state.Snapshot()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        #: Called with the error on the writer thread when a background save fails.
+        self.on_error: Callable[[BaseException], None] | None = None
 
     # -- paths ------------------------------------------------------------------------
     def _inside(self, name: str) -> str:
@@ -474,62 +534,180 @@ class CheckpointStore:
         _atomic.write_text(self._inside(INDEX_FILE), json.dumps(index, indent=1))
 
     # -- saving -----------------------------------------------------------------------
+    def capture(
+        self,
+        model: keras.Model,
+        extra_meta: dict | None = None,
+        snapshot: _model_state.Snapshot | None = None,
+    ) -> Capture:
+        """Copies the model's state to host memory, with its step and counters.
+
+        This is the part of a save that runs on the training thread. Nothing is
+        written until `write(capture)`.
+
+        Args:
+            model: The model.
+            extra_meta: More fields for `meta.json`.
+            snapshot: Host buffers to copy into (they are reused: the capture is
+                valid until the next one into the same snapshot); default fresh
+                ones.
+        """
+        counters_name = steps_lib.global_step_name(model)
+        if not distribute.is_chief(model):
+            step = steps_lib.global_step(model)
+            return Capture(step, {}, {}, chief=False)
+        arrays = (snapshot or _model_state.Snapshot()).take(model)
+        counters = steps_lib.step_counters(model)
+        meta = {
+            "format": FORMAT,
+            "step": counters[counters_name],
+            "counters": counters,
+            "global_counter": counters_name,
+            "micro_steps": steps_lib.micro_steps(model),
+            "model": model.name,
+            "optimizers": {
+                key: type(opt).__name__ for key, opt in optimizers_of(model).items()
+            },
+            "keras_version": keras.__version__,
+            "backend": keras.backend.backend(),
+            "finite": True,
+            **(extra_meta or {}),
+        }
+        return Capture(counters[counters_name], arrays, meta)
+
+    def write(self, capture: Capture) -> CheckpointInfo:
+        """Writes a captured state as a checkpoint, atomically (any thread).
+
+        Raises:
+            NonFiniteStateError: if an array holds a NaN or an infinity (nothing is
+                written).
+        """
+        with self._lock:
+            return self._write(capture)
+
     def save(
         self, model: keras.Model, extra_meta: dict | None = None
     ) -> CheckpointInfo:
-        """Writes a checkpoint of the model's current state, atomically.
+        """Writes a checkpoint of the model's current state, atomically; blocking.
+
+        A background save in flight (`save_async`) completes first.
 
         Raises:
             NonFiniteStateError: if a weight or optimizer variable holds a NaN or an
                 infinity (nothing is written).
         """
-        with self._lock:
-            return self._save(model, extra_meta or {})
+        self.wait()
+        return self.write(self.capture(model, extra_meta, self._snapshot))
 
-    def _save(self, model: keras.Model, extra_meta: dict) -> CheckpointInfo:
-        counters = steps_lib.step_counters(model)
-        step = counters[steps_lib.global_step_name(model)]
+    def save_async(
+        self,
+        model: keras.Model,
+        extra_meta: dict | None = None,
+        done: Callable[[CheckpointInfo], None] | None = None,
+    ) -> int:
+        """Copies the state to host memory now and writes it on a background thread.
+
+        At most one save is in flight: this first waits for the previous one (and
+        raises its error, if it failed). The host copy is kept in buffers reused by
+        every save: one extra copy of the state in memory. The writer thread is not
+        a daemon, so an interpreter that exits waits for the save to complete; a
+        process that is killed leaves a temporary folder that `recover` removes.
+        On Linux the writer thread runs at a lower CPU priority (nice +10): it
+        uses the cycles that training leaves idle.
+
+        Args:
+            model: The model.
+            extra_meta: More fields for `meta.json`.
+            done: Called with the `CheckpointInfo` on the writer thread when the
+                save committed.
+
+        Returns:
+            The global step of the captured state.
+        """
+        self.wait()
+        capture = self.capture(model, extra_meta, self._snapshot)
+
+        def run() -> None:
+            _lower_priority()
+            try:
+                info = self.write(capture)
+            except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
+                error.add_note(
+                    f"(while writing the checkpoint of step {capture.step} to "
+                    f"{self.directory} on the background thread)"
+                )
+                self._error = error
+                if self.on_error is not None:
+                    self.on_error(error)
+                return
+            if done is not None:
+                done(info)
+
+        self._thread = threading.Thread(
+            target=run, name="kerasteps-checkpoint-writer", daemon=False
+        )
+        self._thread.start()
+        return capture.step
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a background save is being written."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def failed(self) -> bool:
+        """True when a background save failed and `wait` has not raised it yet."""
+        return self._error is not None
+
+    def prepare(self, model: keras.Model) -> None:
+        """Allocates the host buffers of the saves now (at a run's start).
+
+        Example:
+
+        >>> import keras, tempfile
+        >>> from kerasteps.checkpoint_store import CheckpointStore
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> CheckpointStore(tempfile.mkdtemp()).prepare(model)
+        """
+        if distribute.is_chief(model):
+            self._snapshot.prepare(model)
+
+    def wait(self) -> None:
+        """Waits for the background save in flight, if any; raises its error.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint_store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).wait()
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _write(self, capture: Capture) -> CheckpointInfo:
+        step = capture.step
         name = f"ckpt-{step}"
-        bad = _finite.first_non_finite(state_variables(model))
+        bad = _finite.first_non_finite_array(capture.arrays.items())
         if bad is not None:
             raise NonFiniteStateError(
                 f"StepCheckpoint: not saving step {step}: {bad} holds a NaN or an "
                 "infinity."
             )
-        if not distribute.is_chief(model):
-            # Other workers take part in the save (distributed variables may need
-            # them) but write to a private temporary folder, removed at once.
-            scratch = tempfile.mkdtemp(prefix="kerasteps-worker-ckpt-")
-            try:
-                with _keep_root_logger_unconfigured():
-                    checkpoint_object(model).write(os.path.join(scratch, _PREFIX))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+        if not capture.chief:
             return CheckpointInfo(name, step, "", time.time())
         tf.io.gfile.makedirs(self.directory)
         tmp_name = f"{_TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp = self._inside(tmp_name)
         tf.io.gfile.makedirs(tmp)
         try:
-            with _keep_root_logger_unconfigured():
-                checkpoint_object(model).write(os.path.join(tmp, _PREFIX))
+            record = _write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
             saved = time.time()
-            meta = {
-                "format": FORMAT,
-                "step": step,
-                "counters": counters,
-                "global_counter": steps_lib.global_step_name(model),
-                "micro_steps": steps_lib.micro_steps(model),
-                "time": saved,
-                "model": model.name,
-                "optimizers": {
-                    key: type(opt).__name__ for key, opt in optimizers_of(model).items()
-                },
-                "keras_version": keras.__version__,
-                "finite": True,
-                "files": _file_sizes(tmp),
-                **extra_meta,
-            }
+            meta = {**capture.meta, "time": saved, "files": {STATE_FILE: record}}
             _atomic.write_text(
                 os.path.join(tmp, META_FILE), json.dumps(meta, indent=1, sort_keys=True)
             )
@@ -575,31 +753,18 @@ class CheckpointStore:
         if reason is not None:
             raise ValueError(f"The checkpoint {info.path!r} is incomplete: {reason}.")
         meta = read_meta(info.path)
+        _check_format(info.path, meta)
         self._check_optimizers(model, info, meta)
-        try:
-            _read_every_tensor(info)
-        except Exception as error:  # noqa: BLE001 - any read error: damaged data
+        arrays = read_state(info.path)
+        bad = _finite.first_non_finite_array(arrays.items())
+        if bad is not None:
             raise ValueError(
-                f"The checkpoint {info.path!r} is damaged: "
-                f"{type(error).__name__}: {error}"
-            ) from error
+                f"The checkpoint {info.path!r} holds a NaN or an infinity in {bad}."
+            )
         build_optimizers(model)
-        variables = state_variables(model)
-        before = [np.array(keras.ops.convert_to_numpy(v), copy=True) for v in variables]
         try:
-            with _keep_root_logger_unconfigured():
-                status = checkpoint_object(model).read(info.prefix)
-            try:
-                status.assert_existing_objects_matched()
-            finally:
-                status.expect_partial()  # values of objects not built yet wait
-            if meta.get("finite") is not True:  # written by an older kerasteps
-                bad = _finite.first_non_finite(state_variables(model))
-                if bad is not None:
-                    raise ValueError(f"{bad} holds a NaN or an infinity")
-        except Exception as error:  # noqa: BLE001 - put the model back, then report
-            for variable, value in zip(variables, before, strict=True):
-                variable.assign(value)
+            _model_state.restore_arrays(model, arrays)
+        except ValueError as error:
             raise ValueError(
                 f"The checkpoint {info.path!r} does not restore into the model "
                 f"{model.name!r} (the model is as it was): {error}"

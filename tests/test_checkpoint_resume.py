@@ -29,6 +29,7 @@ import tensorflow as tf
 from conftest import read_jsonl, read_scalars, tiny_data, tiny_model
 
 import kerasteps
+from kerasteps import _model_state
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
@@ -258,7 +259,7 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, monkeypat
 
     # 1. Killed while writing the variables: nothing renamed, index untouched.
     with monkeypatch.context() as patch:
-        patch.setattr(tf.train.Checkpoint, "write", killed)
+        patch.setattr(_model_state, "write_arrays", killed)
         with pytest.raises(KeyboardInterrupt):
             checkpoint.save(model)
     assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-4"]
@@ -531,12 +532,7 @@ def test_every_sink_holds_each_step_once_in_order(resumed_run):
 
 
 def _checkpoint_tensors(copy: Path) -> list[np.ndarray]:
-    reader = tf.train.load_checkpoint(str(copy / "weights"))
-    return [
-        reader.get_tensor(key)
-        for key in reader.get_variable_to_shape_map()
-        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
-    ]
+    return list(_model_state.read_arrays(str(copy / "state.h5")).values())
 
 
 @pytest.mark.parametrize("which", ["1", "2"])

@@ -130,7 +130,7 @@ def test_index_entries_outside_the_directory_are_ignored(tmp_path, caplog, name)
 @pytest.mark.parametrize("size", ["half", "zero"])
 def test_a_truncated_checkpoint_falls_back_to_the_one_before(tmp_path, caplog, size):
     trained = _checkpoints(tmp_path)
-    (data,) = (tmp_path / "ckpt-6").glob("weights.data-*")
+    data = tmp_path / "ckpt-6" / "state.h5"
     content = data.read_bytes()
     data.write_bytes(content[: len(content) // 2] if size == "half" else b"")
     caplog.set_level(logging.WARNING, logger="kerasteps")
@@ -140,7 +140,7 @@ def test_a_truncated_checkpoint_falls_back_to_the_one_before(tmp_path, caplog, s
     assert warning and "bytes" in warning[0]  # names the file and the sizes
     fresh = tiny_model(seed=1)
     before = _weights(fresh)
-    with pytest.raises(ValueError, match=r"ckpt-6.*incomplete.*weights.data"):
+    with pytest.raises(ValueError, match=r"ckpt-6.*incomplete.*state.h5"):
         StepCheckpoint.restore_checkpoint(fresh, tmp_path / "ckpt-6")
     for a, b in zip(before, _weights(fresh), strict=True):
         np.testing.assert_array_equal(a, b)  # untouched
@@ -148,9 +148,9 @@ def test_a_truncated_checkpoint_falls_back_to_the_one_before(tmp_path, caplog, s
 
 
 def test_a_damaged_checkpoint_is_restored_all_or_nothing(tmp_path):
-    """Sizes right, bytes wrong: TensorFlow's checksums catch it; nothing changes."""
+    """Sizes right, bytes wrong: the CRC-32 in meta.json catches it; nothing changes."""
     _checkpoints(tmp_path)
-    (data,) = (tmp_path / "ckpt-6").glob("weights.data-*")
+    data = tmp_path / "ckpt-6" / "state.h5"
     content = bytearray(data.read_bytes())
     content[len(content) // 2] ^= 0xFF
     data.write_bytes(bytes(content))

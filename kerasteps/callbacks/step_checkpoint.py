@@ -66,29 +66,38 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
 class StepCheckpoint(StepCallback):
     """Saves an atomic checkpoint every N global steps, for an exact resume.
 
-    A checkpoint holds the model's weights, the state of every optimizer (its
-    `iterations`, learning rate and slot variables: the protocol's optimizers from
-    `kerasteps.steps.step_optimizers(model)` and any optimizer that is an attribute
-    of the model), the step counters (which are model or optimizer variables), the
-    states of the model's seed generators (Dropout masks and a WGAN's noise continue
-    exactly), and a `meta.json` with the global step, the counters, the optimizer
-    classes, the size of every file, and what the sinks' open windows hold (the
-    metrics' `total`/`count` since each schedule's previous point), so that the
-    first point after a resume is the same mean as in an uninterrupted run. It is
-    a `tf.train.Checkpoint`, which restores the slots of an optimizer that is not
-    built yet the moment it builds them, so custom multi-optimizer models (a WGAN)
-    restore like plain ones.
+    A checkpoint holds every state variable of the model: its weights and
+    non-trainable variables, the state of every optimizer (its `iterations`, learning
+    rate and slot variables: `model.optimizer` and any optimizer that is an attribute
+    of the model, such as a GAN's `d_optimizer`), the step counters, and the states
+    of the model's seed generators (Dropout masks and a WGAN's noise continue
+    exactly). Beside it, a `meta.json` holds the global step, the counters, the
+    optimizer classes, the size and CRC-32 of the state file, and what the sinks'
+    open windows hold (the metrics' `total`/`count` since each schedule's previous
+    point), so that the first point after a resume is the same mean as in an
+    uninterrupted run.
 
-    Layout of `directory`: `ckpt-<step>/` folders and an index `checkpoint.json`.
-    Each save writes a temporary folder, renames it to `ckpt-<step>`, then replaces
-    the index atomically (temporary file, fsync, rename): a process killed during a
-    save leaves the previous checkpoint listed and usable. The newest `keep` saves
-    are kept. See `kerasteps.checkpoint_store` for what the store guarantees: a
-    damaged or unreadable index never costs a checkpoint, index entries cannot
-    name anything outside the directory, a state holding NaN or inf is never
-    written (an ERROR says so and training goes on), and restores are verified and
-    all or nothing. One process writes a directory at a time: a second one fails
-    before training, naming the first (see `kerasteps._lock`).
+    **One format on every backend.** The state is an HDF5 file (`state.h5`) keyed by
+    the model's structure, as Keras keys `.weights.h5` (`layers/dense/vars/0`,
+    `optimizer/vars/3`): a checkpoint restores into any identically built model, in
+    another notebook cell, a sweep, or under another Keras backend (TensorFlow, JAX,
+    PyTorch). Restores are strict: a variable missing from the checkpoint, or one
+    the model does not have, raises a `ValueError` naming it (see
+    `kerasteps.checkpoint_store` for partial restores). The slots of an optimizer
+    that is not built yet when you restore (a custom `train_step`'s) are assigned
+    the moment it builds them, before its first update. Paths may be remote
+    (`gs://...`, through `tf.io.gfile`). Checkpoints of kerasteps 0.1.0 (a
+    `tf.train.Checkpoint`) are not read.
+
+    **Async saves** (the default, `async_save=True`): at a saving step the training
+    thread only copies the state to host memory (into buffers kept from one save to
+    the next: one extra copy of the state in memory), and a background thread writes
+    and commits the checkpoint while training goes on. At most one save is in flight:
+    a save that comes due while the previous one is still being written waits for
+    it. The run's end (also after a signal) waits for the save in flight. An error
+    in the background write (a full disk) is raised on the training thread at the
+    next batch end, or at the run's end. `async_save=False` writes on the training
+    thread.
 
     **Resume** with one call *before* `fit()` (the run hub reads the start step when
     training begins): `StepCheckpoint.restore_latest(model, directory)` restores the
@@ -132,6 +141,8 @@ class StepCheckpoint(StepCallback):
         verbose: `0` (default) or `1`, as in `keras.callbacks.ModelCheckpoint`:
             `1` logs each save at INFO (`StepCheckpoint: saved ... at step n.`),
             `0` at DEBUG. Restores are always logged at INFO.
+        async_save: Bool, default True: write checkpoints on a background thread
+            (see above); False writes them on the training thread.
 
     Example:
 
@@ -163,8 +174,14 @@ class StepCheckpoint(StepCallback):
         keep: int = 3,
         signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT),
         verbose: int = 0,
+        async_save: bool = True,
     ):
         super().__init__(Every.coerce(every, name="every"))
+        if not isinstance(async_save, bool):
+            raise ValueError(
+                f"`async_save` must be True or False, received {async_save!r}."
+            )
+        self.async_save = async_save
         keep = _check_positive_int("keep", keep)
         if verbose not in (0, 1) or not isinstance(verbose, int):
             raise ValueError(f"`verbose` must be 0 or 1, received {verbose!r}.")
@@ -173,6 +190,7 @@ class StepCheckpoint(StepCallback):
         self.keep = keep
         self.signals = _signals.check_signals(signals)
         self.store = CheckpointStore(self.directory, keep)
+        self.store.on_error = self._on_background_error
         self._lock = _lock.DirectoryLock(self.directory, "`directory`")
         self._stop: _signals.GracefulStop | None = None
         self._pending = False
@@ -340,6 +358,12 @@ class StepCheckpoint(StepCallback):
         0
         """
         model = model if model is not None else self.model
+        info = self.store.save(model, self._run_meta(model))
+        self._saved(info)
+        return info
+
+    def _run_meta(self, model: keras.Model) -> dict:
+        """What a resumed run needs from this run, for the checkpoint's meta.json."""
         hub = self._hub
         meta = {}
         if (
@@ -353,8 +377,9 @@ class StepCheckpoint(StepCallback):
             per_step = hub.examples_per_step()
             if per_step is not None:
                 meta["examples_per_step"] = per_step
-        info = self.store.save(model, meta)
-        self._saved_steps.add(info.step)
+        return meta
+
+    def _saved(self, info: CheckpointInfo) -> None:
         self.last_saved = info
         if info.path:
             logger.log(
@@ -363,7 +388,6 @@ class StepCheckpoint(StepCallback):
                 info.path,
                 info.step,
             )
-        return info
 
     # -- run ------------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
@@ -380,6 +404,7 @@ class StepCheckpoint(StepCallback):
                 self.directory,
                 later,
             )
+        self.store.prepare(self.model)  # host buffers now, not in a saving step
         self._saved_steps = {start_step}  # never re-save the state it starts from
         self._refused = set()
         self._pending = False
@@ -398,6 +423,8 @@ class StepCheckpoint(StepCallback):
         self._save_or_defer(event)
 
     def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
+        if self.store.failed:  # the background write failed: raise it here
+            self._finish_background()
         super()._dispatch_step(record, fired)
         if self.signal_received is not None and not self.interrupted:
             self.interrupted = True
@@ -413,14 +440,41 @@ class StepCheckpoint(StepCallback):
 
     def _save_now(self) -> None:
         self._pending = False
+        steps_lib.sync_trained_state(self.model)
         step = steps_lib.global_step(self.model)
         if step in self._saved_steps or step in self._refused:
             return
         try:
-            self.save(self.model)
+            if self.async_save:
+                self._finish_background()  # at most one save in flight
+                self.store.save_async(
+                    self.model, self._run_meta(self.model), done=self._saved
+                )
+                self._saved_steps.add(step)
+            else:
+                self._saved_steps.add(self.save(self.model).step)
         except NonFiniteStateError as error:
             self._refused.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)
+
+    def _finish_background(self) -> None:
+        """Waits for the background save in flight; a refused one is logged.
+
+        Any other error of the background write is raised; `fit()` then ends with
+        it (no `on_run_end` follows), so the lock and the signal handlers are given
+        back first.
+        """
+        try:
+            self.store.wait()
+        except NonFiniteStateError as error:
+            logger.error("%s The last finite checkpoint is kept.", error)
+        except BaseException:
+            self._leave()
+            raise
+
+    def _on_background_error(self, error: BaseException) -> None:
+        if self._hub is not None:
+            self._hub.wake()  # raise it at the next batch end
 
     def flush(self) -> None:
         if self._pending:
@@ -433,10 +487,14 @@ class StepCheckpoint(StepCallback):
                 self._pending = True
             if self._pending:
                 self._save_now()
+            self._finish_background()
         finally:
-            if self._stop is not None:
-                self._stop.restore()
-            self._lock.release()
+            self._leave()
+
+    def _leave(self) -> None:
+        if self._stop is not None:
+            self._stop.restore()
+        self._lock.release()
 
     # -- signals --------------------------------------------------------------------
     def _on_signal(self, signum: int) -> None:

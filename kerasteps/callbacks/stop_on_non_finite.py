@@ -8,17 +8,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from kerasteps import _finite
+from kerasteps import _finite, _model_state
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.callbacks.step_tensorboard import check_writable_dir
-from kerasteps.checkpoint_store import (
-    CheckpointInfo,
-    CheckpointStore,
-    state_variables,
-)
+from kerasteps.checkpoint_store import Capture, CheckpointInfo, CheckpointStore
 from kerasteps.schedule import Every
 
 __all__ = ["StopOnNonFinite"]
@@ -49,8 +43,9 @@ class StopOnNonFinite(StepCallback):
     copy is saved as a checkpoint (`checkpoint_saved`), which
     `StepCheckpoint.restore_latest` then resumes from. The model itself keeps its
     non-finite state, and its global step, so the sinks and the step stay
-    consistent. The copy costs one host transfer of every variable per check: use a
-    larger `every` for big models (the saved state is then up to `every` steps old).
+    consistent. The copy costs one host copy of every variable per check, into two
+    sets of buffers kept in memory (twice the state's size): use a larger `every`
+    for big models (the saved state is then up to `every` steps old).
 
     It runs before the sinks and the checkpoints at a step (phase 40); a scheduled
     `StepCheckpoint` does not save the step where this callback stopped.
@@ -108,6 +103,7 @@ class StopOnNonFinite(StepCallback):
                 f"{checkpoint!r} of type {type(checkpoint).__name__}."
             )
         self.checkpoint = checkpoint
+        self._pair = (_model_state.Snapshot(), _model_state.Snapshot())
         self._reset()
 
     def _reset(self) -> None:
@@ -118,8 +114,8 @@ class StopOnNonFinite(StepCallback):
         self.stopped_key: str | None = None
         #: `CheckpointInfo` of the last finite state saved on stopping, else None.
         self.checkpoint_saved: CheckpointInfo | None = None
-        self._snapshot: list[np.ndarray] | None = None
-        self._snapshot_step: int | None = None
+        self._snapshot: Capture | None = None
+        self._held: _model_state.Snapshot | None = None
         self._warned_missing = False
 
     def on_run_begin(self, start_step: int) -> None:
@@ -164,11 +160,14 @@ class StopOnNonFinite(StepCallback):
 
     # -- last finite state ----------------------------------------------------------
     def _take_snapshot(self, step: int) -> None:
-        values = [np.array(v.numpy(), copy=True) for v in state_variables(self.model)]
-        if _finite.first_non_finite_array(enumerate(values)) is not None:
+        # Two sets of host buffers, used in turn: the last finite capture is never
+        # overwritten by a capture that turns out not to be finite.
+        spare = self._pair[0] if self._pair[0] is not self._held else self._pair[1]
+        capture = self._store.capture(self.model, snapshot=spare)
+        if _finite.first_non_finite_array(capture.arrays.items()) is not None:
             return  # keep the previous, finite snapshot
-        self._snapshot = values
-        self._snapshot_step = step
+        self._snapshot = capture
+        self._held = spare
 
     def _save_last_finite(self) -> None:
         if self._snapshot is None:
@@ -176,24 +175,11 @@ class StopOnNonFinite(StepCallback):
                 "StopOnNonFinite: no finite state was seen in this run; nothing saved."
             )
             return
-        variables = state_variables(self.model)
-        if len(variables) != len(self._snapshot):
-            logger.error(
-                "StopOnNonFinite: the model's variables changed since step %s; the "
-                "last finite state was not saved.",
-                self._snapshot_step,
-            )
-            return
-        current = [np.array(v.numpy(), copy=True) for v in variables]
-        try:
-            for variable, value in zip(variables, self._snapshot, strict=True):
-                variable.assign(value)
-            self.checkpoint_saved = self._store.save(
-                self.model, {"saved_by": "StopOnNonFinite", "stopped_at": self.message}
-            )
-        finally:
-            for variable, value in zip(variables, current, strict=True):
-                variable.assign(value)
+        self._snapshot.meta.update(
+            {"saved_by": "StopOnNonFinite", "stopped_at": self.message}
+        )
+        self._store.wait()  # a StepCheckpoint's save in flight first
+        self.checkpoint_saved = self._store.write(self._snapshot)
         logger.error(
             "StopOnNonFinite: saved the last finite state (step %d) to %s.",
             self.checkpoint_saved.step,

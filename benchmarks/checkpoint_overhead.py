@@ -1,0 +1,210 @@
+"""What saving a checkpoint every 25 steps costs a training run, per saver.
+
+Runs, in one process and in interleaved rounds (the order shuffled each round),
+`fit` of an MLP of 5 x 2048 units (21 M parameters, Adam: 240 MiB of state with the
+optimizer's slots; batch 64) for `--steps` steps, with:
+
+- `bare`: no callbacks;
+- `kerasteps_async`: `StepCheckpoint(every=25)` (async saves, the default);
+- `kerasteps_blocking`: `StepCheckpoint(every=25, async_save=False)`;
+- `keras_modelcheckpoint`: `keras.callbacks.ModelCheckpoint(save_weights_only=True,
+  save_freq=25)` (the 80 MiB of weights only);
+- `keras_backup`: `keras.callbacks.BackupAndRestore(save_freq=25)`.
+
+For each it prints:
+
+- **the stall**: how much longer the training thread takes for a step where a save
+  happened than for a normal step (the mean of the batch-end intervals that hold a
+  save, minus the median interval of the same fit), in ms;
+- the median steps/s, and the ratio to the bare fit of the same round (median, and
+  the lowest and highest over the rounds);
+- the cores the process kept busy (CPU seconds of all its threads per second).
+
+Then it measures the CPU cost of one kerasteps save outside training: the host copy
+(training thread) and the write (HDF5, fsync, CRC-32; background thread), and the
+floor that the write sets on the ratio when training keeps every core busy.
+
+TensorFlow's thread pools are fixed (`--threads`, default 2 intra-op and 2 inter-op
+threads) so that rounds compare. The figures in the README come from:
+
+    python benchmarks/checkpoint_overhead.py --rounds 9 --steps 100
+
+Usage:
+
+    python benchmarks/checkpoint_overhead.py [--steps 100] [--rounds 9] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from kerasteps.callbacks import StepCheckpoint  # noqa: E402
+from kerasteps.checkpoint_store import CheckpointStore  # noqa: E402
+
+EVERY = 25
+WIDTH = 2048
+BATCH = 64
+
+
+def build_model() -> keras.Model:
+    model = keras.Sequential(
+        [keras.Input((WIDTH,))]
+        + [keras.layers.Dense(WIDTH, activation="relu") for _ in range(4)]
+        + [keras.layers.Dense(WIDTH)]
+    )
+    model.compile(keras.optimizers.Adam(1e-4), "mse")
+    return model
+
+
+class Clock(keras.callbacks.Callback):
+    """Records the time of every batch end (listed first: before any saver runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append(time.perf_counter())
+
+
+def savers(root: str, run: int) -> dict[str, list]:
+    folder = os.path.join(root, f"r{run}")
+    return {
+        "bare": [],
+        "kerasteps_async": [StepCheckpoint(f"{folder}/async", every=EVERY, keep=2)],
+        "kerasteps_blocking": [
+            StepCheckpoint(f"{folder}/blocking", every=EVERY, keep=2, async_save=False)
+        ],
+        "keras_modelcheckpoint": [
+            keras.callbacks.ModelCheckpoint(
+                f"{folder}/mc.weights.h5", save_weights_only=True, save_freq=EVERY
+            )
+        ],
+        "keras_backup": [
+            keras.callbacks.BackupAndRestore(f"{folder}/backup", save_freq=EVERY)
+        ],
+    }
+
+
+def stall_ms(clock: Clock, first_step: int) -> float:
+    """Mean extra time of the intervals that hold a save, against the median."""
+    gaps = np.diff(clock.ends)  # gaps[i]: from the end of step i+1 to step i+2
+    steps = first_step + 1 + np.arange(len(gaps))  # the step whose end opens gaps[i]
+    saving = gaps[steps % EVERY == 0]
+    return 1e3 * (float(np.mean(saving)) - float(np.median(gaps)))
+
+
+def save_cpu_cost(model: keras.Model, root: str, repeats: int = 5) -> tuple[float, ...]:
+    """CPU seconds of a host copy, and of a write, of one kerasteps save."""
+    store = CheckpointStore(os.path.join(root, "cpu"), keep=1)
+    copy, write, wall = [], [], []
+    store.write(store.capture(model))  # warm: allocate the host buffers once
+    snapshot = store._snapshot
+    for _ in range(repeats):
+        start = time.process_time()
+        capture = store.capture(model, snapshot=snapshot)
+        copy.append(time.process_time() - start)
+        start, begin = time.process_time(), time.perf_counter()
+        store.write(capture)
+        write.append(time.process_time() - start)
+        wall.append(time.perf_counter() - begin)
+    return statistics.median(copy), statistics.median(write), statistics.median(wall)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100, help="steps per fit")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, default=2, help="TF pool sizes")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    logging.basicConfig(level=logging.WARNING)
+
+    rng = np.random.default_rng(args.seed)
+    x = rng.normal(size=(BATCH * 16, WIDTH)).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH).repeat()
+    keras.utils.set_random_seed(args.seed)
+    model = build_model()
+    root = tempfile.mkdtemp(prefix="kerasteps-ckpt-bench-")
+
+    def timed_fit(callbacks: list) -> tuple[float, float, float]:
+        clock = Clock()
+        first = int(model.optimizer.iterations.numpy())
+        start, cpu = time.perf_counter(), time.process_time()
+        model.fit(
+            data,
+            steps_per_epoch=args.steps,
+            epochs=1,
+            verbose=0,
+            callbacks=[clock, *callbacks],
+        )
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        return args.steps / seconds, stall_ms(clock, first), cpu / seconds
+
+    names = list(savers(root, -1))
+    for callbacks in savers(root, -1).values():  # warm-up: trace, allocate
+        timed_fit(callbacks)
+    results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+    for run in range(args.rounds):
+        order = names[:]
+        random.Random(args.seed + run).shuffle(order)
+        configs = savers(root, run)
+        for name in order:
+            results[name].append(timed_fit(configs[name]))
+        shutil.rmtree(os.path.join(root, f"r{run}"), ignore_errors=True)
+
+    bare = [speed for speed, _, _ in results["bare"]]
+    state_mib = sum(v.numpy().nbytes for v in model.variables) / 2**20
+    state_mib += sum(v.numpy().nbytes for v in model.optimizer.variables) / 2**20
+    print(
+        f"MLP 5x{WIDTH} ({model.count_params() / 1e6:.1f} M parameters, "
+        f"{state_mib:.0f} MiB of state), batch {BATCH}, a save every {EVERY} steps, "
+        f"{args.steps} steps/fit, {args.rounds} interleaved rounds, "
+        f"{args.threads}+{args.threads} TF threads:"
+    )
+    print(
+        f"  {'saver':22s} {'stall ms':>9s} {'steps/s':>8s} {'ratio':>6s} "
+        f"{'(lowest-highest)':>16s} {'cores':>6s}"
+    )
+    for name in names:
+        speeds = [speed for speed, _, _ in results[name]]
+        ratios = [s / b for s, b in zip(speeds, bare, strict=True)]
+        stall = statistics.median(st for _, st, _ in results[name])
+        cores = statistics.median(c for _, _, c in results[name])
+        shown = "-" if name == "bare" else f"{stall:9.0f}"
+        print(
+            f"  {name:22s} {shown:>9s} {statistics.median(speeds):8.2f} "
+            f"{statistics.median(ratios):6.3f}  ({min(ratios):.3f}-{max(ratios):.3f}) "
+            f"{cores:6.2f}"
+        )
+    copy, write, wall = save_cpu_cost(model, root)
+    step = 1.0 / statistics.median(bare)
+    interval = EVERY * step
+    print(
+        f"One kerasteps save: host copy {1e3 * copy:.0f} ms CPU (training thread); "
+        f"write {1e3 * write:.0f} ms CPU, {1e3 * wall:.0f} ms wall (background). "
+        f"With both cores busy training, the write's CPU costs about half of it in "
+        f"wall time every {EVERY} steps ({1e3 * interval:.0f} ms): a floor of "
+        f"{interval / (interval + copy + write / 2):.3f}x on the async ratio."
+    )
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

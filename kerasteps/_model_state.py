@@ -1,0 +1,520 @@
+"""What a kerasteps checkpoint holds, and its file format, on every backend (private).
+
+**The state of a model, keyed by its structure.** `StateLayout.of(model)` walks the
+model as Keras's own `saving_lib` does for `.weights.h5` files (the same walk, the
+same keys): `layers/dense/vars/0`, `layers/dense_1/vars/1`, `optimizer/vars/3`,
+`d_optimizer/vars/0`, `vars/0` (the model's own variables, such as a WGAN's
+counters). Keys come from attribute names, layer classes and positions, never from
+the auto-generated variable names (`sequential_1/dense_2/kernel`), so a checkpoint
+restores into any identically built model: in the same notebook, a sweep, another
+process or another backend. On top of Keras's keys:
+
+- every optimizer's variables (`iterations`, the learning rate, every slot), also
+  for optimizers that are attributes of a custom model (`g_optimizer/vars/2`);
+- the state of every `keras.random.SeedGenerator` held by a layer
+  (`layers/dropout/seed_generator/state`), which `.weights.h5` leaves out;
+- any other variable of `model.variables` the walk did not reach
+  (`other_variables/<index>`).
+
+Metrics and losses are not part of it: Keras resets metrics at every epoch, and the
+sinks' open windows travel in the checkpoint's `meta.json` instead.
+
+**The file.** One HDF5 file (`state.h5`, written with `h5py`, which Keras itself
+depends on) holds one dataset per key, with its dtype. A dtype that HDF5 has no type
+for (`bfloat16`) is stored as same-width unsigned integers with a `dtype` attribute.
+HDF5 has no checksums of its own: the checkpoint's `meta.json` holds the file's CRC-32,
+which a restore verifies before reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import keras
+import numpy as np
+
+from kerasteps import steps as steps_lib
+
+__all__ = [
+    "Snapshot",
+    "StateLayout",
+    "crc32_of",
+    "read_arrays",
+    "restore_arrays",
+    "write_arrays",
+]
+
+OTHER = "other_variables"
+
+
+class _Recorder(dict):
+    """A store for `save_own_variables`: it records what each key was given."""
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+def _snake(name: str) -> str:
+    from keras.src.utils import naming
+
+    return naming.to_snake_case(name)
+
+
+def _children(saveable: Any) -> Iterator[tuple[str, Any]]:
+    """The children of a Keras object, as `saving_lib` finds them for `.weights.h5`."""
+    from keras.src.saving import saving_lib
+
+    yield from saving_lib._walk_saveable(saveable)
+
+
+@dataclass
+class StateLayout:
+    """Every state variable of a model by its structure key, in a stable order.
+
+    Attributes:
+        variables: key -> `keras.Variable`.
+        custom: path -> a layer whose `save_own_variables` stores computed values
+            (not variables): it is saved and restored through those methods.
+        optimizers: path -> every optimizer found (for deferred restores).
+    """
+
+    variables: dict[str, Any] = field(default_factory=dict)
+    custom: dict[str, Any] = field(default_factory=dict)
+    optimizers: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: keras.Model) -> StateLayout:
+        """The layout of a model's state now (its built variables)."""
+        layout = cls()
+        seen_objects: set[int] = set()
+        seen_variables: set[int] = set()
+        layout._walk(model, "", seen_objects, seen_variables)
+        others = [v for v in model.variables if id(v) not in seen_variables]
+        for index, variable in enumerate(others):
+            layout._add(_join(OTHER, str(index)), variable, seen_variables)
+        return layout
+
+    def _add(self, key: str, variable: Any, seen: set[int]) -> None:
+        if id(variable) not in seen:
+            seen.add(id(variable))
+            self.variables[key] = variable
+
+    def _walk(self, obj: Any, path: str, seen: set[int], seen_vars: set[int]) -> None:
+        from keras.src.saving.keras_saveable import KerasSaveable
+
+        if id(obj) in seen or isinstance(obj, (keras.metrics.Metric, keras.Loss)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, keras.optimizers.Optimizer):
+            self.optimizers[path] = obj
+            for index, variable in enumerate(obj.variables):
+                self._add(_join(path, "vars", str(index)), variable, seen_vars)
+        elif hasattr(obj, "save_own_variables"):
+            store = _Recorder()
+            obj.save_own_variables(store)
+            if all(isinstance(v, keras.Variable) for v in store.values()):
+                for key, variable in store.items():
+                    self._add(_join(path, "vars", key), variable, seen_vars)
+            else:
+                self.custom[path] = obj
+                for variable in _own_variables(obj):
+                    seen_vars.add(id(variable))
+        for attr, child in _children(obj):
+            if isinstance(child, KerasSaveable):
+                self._walk(child, _join(path, attr), seen, seen_vars)
+            elif isinstance(child, keras.random.SeedGenerator):
+                self._add(_join(path, attr, "state"), child.state, seen_vars)
+            elif isinstance(child, (list, tuple, dict)):
+                items = child.values() if isinstance(child, dict) else child
+                used: dict[str, int] = {}
+                for item in items:
+                    if not isinstance(item, KerasSaveable):
+                        continue
+                    name = _snake(type(item).__name__)
+                    if name in used:
+                        used[name] += 1
+                        name = f"{name}_{used[name]}"
+                    else:
+                        used[name] = 0
+                    self._walk(item, _join(path, attr, name), seen, seen_vars)
+
+    def keys(self) -> list[str]:
+        """Every key the layout writes: variables, then the custom layers' values."""
+        return list(self.variables) + [
+            _join(path, "vars", key)
+            for path, obj in self.custom.items()
+            for key in _custom_values(obj)
+        ]
+
+
+def _own_variables(obj: Any) -> list[Any]:
+    return list(getattr(obj, "_trainable_variables", [])) + list(
+        getattr(obj, "_non_trainable_variables", [])
+    )
+
+
+def _custom_values(obj: Any) -> dict[str, Any]:
+    store = _Recorder()
+    obj.save_own_variables(store)
+    return dict(store)
+
+
+def _host_reader(variable: Any) -> Callable[[], np.ndarray]:
+    """A function returning a variable's value on the host, without an extra copy.
+
+    On TensorFlow one `ReadVariableOp` and a view of its CPU buffer (`numpy()` would
+    copy once more); elsewhere through Keras. The array is valid until the next
+    read: copy it at once.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        value = getattr(variable, "_value", variable)
+        handle = getattr(value, "handle", None)
+        if (
+            handle is not None
+            and isinstance(value, tf.Variable)
+            and not isinstance(value, tf.distribute.DistributedValues)
+            and "CPU" in value.device.upper()
+        ):
+            read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
+            return lambda: read(resource=handle, dtype=dtype)._numpy()
+    return lambda: np.asarray(keras.ops.convert_to_numpy(variable))
+
+
+class Snapshot:
+    """A copy of a model's state in host memory, in buffers that are kept.
+
+    `take(model)` copies every variable into numpy buffers allocated at the first
+    take and reused after (allocating 240 MiB afresh costs ~20 times a warm copy).
+    The arrays stay valid until the next `take`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._model_state import Snapshot
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> sorted(Snapshot().take(model))
+    ['layers/dense/vars/0', 'layers/dense/vars/1']
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, np.ndarray] = {}
+        self._readers: dict[int, Callable[[], np.ndarray]] = {}
+        self._layout_key: tuple[int, ...] | None = None
+        self._layout: StateLayout | None = None
+
+    def layout(self, model: keras.Model) -> StateLayout:
+        """The model's layout, walked again only when its variables changed."""
+        key = tuple(id(v) for v in model.variables)
+        if self._layout is not None:
+            key += tuple(len(o.variables) for o in self._layout.optimizers.values())
+        if self._layout is None or key != self._layout_key:
+            self._layout = StateLayout.of(model)
+            self._layout_key = tuple(id(v) for v in model.variables) + tuple(
+                len(o.variables) for o in self._layout.optimizers.values()
+            )
+            self._readers = {}
+        return self._layout
+
+    def prepare(self, model: keras.Model) -> None:
+        """Allocates (and touches) the buffers now, so no save pays for it later.
+
+        A fresh buffer costs a page fault per 4 KiB at its first write: for 240 MiB
+        about half a second, which would otherwise fall in the first saving step.
+        """
+        steps_lib.sync_trained_state(model)
+        layout = self.layout(model)
+        for key, variable in layout.variables.items():
+            shape = tuple(int(d) for d in variable.shape)
+            dtype = _numpy_dtype(variable)
+            buffer = self._buffers.get(key)
+            if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
+                self._buffers[key] = np.ones(shape, dtype)
+
+    def take(self, model: keras.Model) -> dict[str, np.ndarray]:
+        """Copies the model's state (its trained state, on JAX too) to the host."""
+        steps_lib.sync_trained_state(model)
+        layout = self.layout(model)
+        arrays: dict[str, np.ndarray] = {}
+        for key, variable in layout.variables.items():
+            reader = self._readers.get(id(variable))
+            if reader is None:
+                reader = self._readers[id(variable)] = _host_reader(variable)
+            arrays[key] = self._copy(key, reader())
+        for path, obj in layout.custom.items():
+            for key, value in _custom_values(obj).items():
+                full = _join(path, "vars", key)
+                arrays[full] = self._copy(full, np.asarray(_to_numpy(value)))
+        return arrays
+
+    def _copy(self, key: str, value: np.ndarray) -> np.ndarray:
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
+            buffer = self._buffers[key] = np.empty_like(value)
+        np.copyto(buffer, value)
+        return buffer
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    return keras.ops.convert_to_numpy(value)
+
+
+# -- the file ---------------------------------------------------------------------
+def _storable(array: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """The array as HDF5 stores it, and the dtype name to record when it differs."""
+    if array.dtype.kind in "biuf":
+        return array, None
+    width = array.dtype.itemsize * 8
+    return array.view(f"uint{width}"), str(array.dtype)
+
+
+def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """Writes `arrays` to an HDF5 file (a local path or a seekable binary file).
+
+    Example:
+
+    >>> import numpy as np, os, tempfile
+    >>> from kerasteps._model_state import read_arrays, write_arrays
+    >>> path = os.path.join(tempfile.mkdtemp(), "state.h5")
+    >>> write_arrays(path, {"layers/dense/vars/0": np.ones(2, "float32")})
+    >>> read_arrays(path)
+    {'layers/dense/vars/0': array([1., 1.], dtype=float32)}
+    """
+    import h5py
+
+    with h5py.File(target, "w") as handle:
+        for key, array in arrays.items():
+            data, dtype = _storable(np.asarray(array))
+            dataset = handle.create_dataset(key, data=data)
+            if dtype is not None:
+                dataset.attrs["dtype"] = dtype
+
+
+def read_arrays(source: str | BinaryIO) -> dict[str, np.ndarray]:
+    """Reads every dataset of a file that `write_arrays` wrote, by key."""
+    import h5py
+
+    arrays: dict[str, np.ndarray] = {}
+
+    def visit(name: str, item: Any) -> None:
+        if isinstance(item, h5py.Dataset):
+            array = item[()]
+            dtype = item.attrs.get("dtype")
+            if dtype is not None:
+                array = np.asarray(array).view(_named_dtype(str(dtype)))
+            arrays[name] = np.asarray(array)
+
+    with h5py.File(source, "r") as handle:
+        handle.visititems(visit)
+    return arrays
+
+
+def _named_dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def crc32_of_file(path: str) -> str:
+    """The CRC-32 of a local file, read through a memory map (no copy).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kerasteps._model_state import crc32_of_file
+    >>> path = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(path, "wb").write(b"kerasteps")
+    >>> crc32_of_file(path)
+    'crc32:ea6b459a'
+    """
+    import mmap
+
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return f"crc32:{0:08x}"
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return f"crc32:{zlib.crc32(mapped):08x}"
+
+
+def crc32_of(read: Callable[[int], bytes]) -> str:
+    """The CRC-32 of a stream, as `"crc32:<8 hex digits>"`.
+
+    Args:
+        read: `read(n)` of an open binary file.
+
+    Example:
+
+    >>> import io
+    >>> from kerasteps._model_state import crc32_of
+    >>> crc32_of(io.BytesIO(b"kerasteps").read)
+    'crc32:ea6b459a'
+    """
+    crc = 0
+    while chunk := read(16 << 20):
+        crc = zlib.crc32(chunk, crc)
+    return f"crc32:{crc:08x}"
+
+
+# -- restoring --------------------------------------------------------------------
+_PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _numpy_dtype(variable: Any) -> np.dtype:
+    return _named_dtype(keras.backend.standardize_dtype(variable.dtype))
+
+
+def _listing(keys: list[str], limit: int = 6) -> str:
+    shown = ", ".join(repr(k) for k in keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _deferred_parts(
+    layout: StateLayout, arrays: dict[str, np.ndarray]
+) -> dict[str, tuple[Any, dict[int, np.ndarray]]]:
+    """The saved slots of optimizers that are not built yet, by optimizer path."""
+    deferred = {}
+    for path, optimizer in layout.optimizers.items():
+        if getattr(optimizer, "built", True):
+            continue
+        prefix = _join(path, "vars") + "/"
+        have = len(optimizer.variables)
+        later = {}
+        for key, array in arrays.items():
+            rest = key[len(prefix) :] if key.startswith(prefix) else ""
+            if rest.isdigit() and int(rest) >= have:
+                later[int(rest)] = array
+        if later:
+            deferred[path] = (optimizer, later)
+    return deferred
+
+
+def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[str]:
+    """Assigns a checkpoint's arrays to the model's state, all or nothing.
+
+    Every key of the model's layout must be in `arrays` and every key of `arrays`
+    in the layout (or be a slot of an optimizer that is not built yet: those are
+    assigned the moment the optimizer builds them, before its first update). Shapes
+    must match; dtypes are converted (a seed state saved as `int32` by one backend
+    restores into another's `uint32`).
+
+    Returns:
+        The paths of the optimizers whose slots wait for their build.
+
+    Raises:
+        ValueError: naming the missing, extra or mis-shaped keys; the model is
+            then as it was.
+    """
+    steps_lib.sync_trained_state(model)
+    layout = StateLayout.of(model)
+    deferred = _deferred_parts(layout, arrays)
+    later = {
+        _join(path, "vars", str(index))
+        for path, (_, part) in deferred.items()
+        for index in part
+    }
+    expected = set(layout.keys())
+    missing = [k for k in layout.keys() if k not in arrays]
+    extra = sorted(k for k in arrays if k not in expected and k not in later)
+    problems = []
+    if missing:
+        problems.append(
+            f"the checkpoint has no value for the model's {_listing(missing)}"
+        )
+    if extra:
+        problems.append(
+            f"the checkpoint holds {_listing(extra)}, which the model does not have "
+            "(a layer not built yet? build the model, e.g. by calling it on a batch, "
+            "before restoring)"
+        )
+    for key, variable in layout.variables.items():
+        if key in arrays and tuple(arrays[key].shape) != tuple(variable.shape):
+            problems.append(
+                f"{key!r} has shape {tuple(arrays[key].shape)} in the checkpoint and "
+                f"{tuple(variable.shape)} in the model"
+            )
+    if problems:
+        raise ValueError("; ".join(problems) + ".")
+    before = {
+        key: np.array(keras.ops.convert_to_numpy(v), copy=True)
+        for key, v in layout.variables.items()
+    }
+    custom_before = {path: _custom_values(obj) for path, obj in layout.custom.items()}
+    try:
+        for key, variable in layout.variables.items():
+            variable.assign(arrays[key].astype(_numpy_dtype(variable), copy=False))
+        for path, obj in layout.custom.items():
+            prefix = _join(path, "vars") + "/"
+            obj.load_own_variables(
+                {k[len(prefix) :]: a for k, a in arrays.items() if k.startswith(prefix)}
+            )
+    except BaseException:
+        for key, variable in layout.variables.items():
+            variable.assign(before[key])
+        for path, obj in layout.custom.items():
+            obj.load_own_variables(
+                {k: np.asarray(_to_numpy(v)) for k, v in custom_before[path].items()}
+            )
+        raise
+    for optimizer, part in deferred.values():
+        _defer(optimizer, part)
+    return sorted(deferred)
+
+
+def _defer(optimizer: Any, part: dict[int, np.ndarray]) -> None:
+    """Assigns an optimizer's saved slots right after it builds them."""
+    first = optimizer not in _PENDING
+    _PENDING[optimizer] = part
+    if not first:
+        return
+    original = optimizer.build
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        del optimizer.build  # back to the class's method
+        values = _PENDING.pop(optimizer, {})
+        _assign_built(optimizer, values)
+        return result
+
+    optimizer.build = build
+
+
+def _assign_built(optimizer: Any, values: dict[int, np.ndarray]) -> None:
+    variables = optimizer.variables
+    if len(variables) <= max(values, default=-1):
+        raise ValueError(
+            f"The optimizer {optimizer.name!r} built {len(variables)} variables but "
+            f"its checkpoint holds {max(values) + 1}: it does not match the one saved."
+        )
+    scope = _eager_scope()
+    with scope:
+        for index, array in values.items():
+            variable = variables[index]
+            if tuple(array.shape) != tuple(variable.shape):
+                raise ValueError(
+                    f"The optimizer variable {variable.path!r} has shape "
+                    f"{tuple(variable.shape)}; its checkpoint value has "
+                    f"{tuple(array.shape)}."
+                )
+            variable.assign(array.astype(_numpy_dtype(variable), copy=False))
+
+
+def _eager_scope() -> Any:
+    """Runs assignments at once even inside a `tf.function` being traced."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.init_scope()
+    return contextlib.nullcontext()

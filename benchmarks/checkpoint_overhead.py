@@ -18,6 +18,11 @@ For each it prints:
   save, minus the median interval of the same fit), in ms;
 - the median steps/s, and the ratio to the bare fit of the same round (median, and
   the lowest and highest over the rounds);
+- the in-fit ratio: each fit's median step time over its mean step time, divided by
+  the same figure of the bare fit of that round. It is what the saves cost against
+  the fit's own normal steps, and it does not move with the speed at which
+  TensorFlow runs a whole fit: on 2 cores some fits run on one busy core and others
+  on two, whatever the callbacks, which spreads the steps/s ratios;
 - the cores the process kept busy (CPU seconds of all its threads per second).
 
 Then it measures the CPU cost of one kerasteps save outside training: the host copy
@@ -99,12 +104,19 @@ def savers(root: str, run: int) -> dict[str, list]:
     }
 
 
-def stall_ms(clock: Clock, first_step: int) -> float:
-    """Mean extra time of the intervals that hold a save, against the median."""
+def stall_ms(clock: Clock, first_step: int) -> tuple[float, float]:
+    """(mean extra ms of the intervals that hold a save, the in-fit speed).
+
+    The in-fit speed is the fit's median step time over its mean step time: what
+    fraction of its own normal speed the fit kept, saves and the background
+    writes' competition included. Unlike steps/s against another fit, it does not
+    move with the speed at which TensorFlow happens to run the whole fit.
+    """
     gaps = np.diff(clock.ends)  # gaps[i]: from the end of step i+1 to step i+2
     steps = first_step + 1 + np.arange(len(gaps))  # the step whose end opens gaps[i]
     saving = gaps[steps % EVERY == 0]
-    return 1e3 * (float(np.mean(saving)) - float(np.median(gaps)))
+    median = float(np.median(gaps))
+    return 1e3 * (float(np.mean(saving)) - median), median / float(np.mean(gaps))
 
 
 def save_cpu_cost(model: keras.Model, root: str, repeats: int = 5) -> tuple[float, ...]:
@@ -142,7 +154,7 @@ def main() -> None:
     model = build_model()
     root = tempfile.mkdtemp(prefix="kerasteps-ckpt-bench-")
 
-    def timed_fit(callbacks: list) -> tuple[float, float, float]:
+    def timed_fit(callbacks: list) -> tuple[float, tuple[float, float], float]:
         clock = Clock()
         first = int(model.optimizer.iterations.numpy())
         start, cpu = time.perf_counter(), time.process_time()
@@ -160,7 +172,9 @@ def main() -> None:
     names = list(savers(root, -1))
     for callbacks in savers(root, -1).values():  # warm-up: trace, allocate
         timed_fit(callbacks)
-    results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+    results: dict[str, list[tuple[float, tuple[float, float], float]]] = {
+        n: [] for n in names
+    }
     for run in range(args.rounds):
         order = names[:]
         random.Random(args.seed + run).shuffle(order)
@@ -180,17 +194,23 @@ def main() -> None:
     )
     print(
         f"  {'saver':22s} {'stall ms':>9s} {'steps/s':>8s} {'ratio':>6s} "
-        f"{'(lowest-highest)':>16s} {'cores':>6s}"
+        f"{'(lowest-highest)':>16s} {'in-fit':>7s} {'(lowest-highest)':>16s} "
+        f"{'cores':>6s}"
     )
+    bare_in_fit = [st[1] for _, st, _ in results["bare"]]
     for name in names:
         speeds = [speed for speed, _, _ in results[name]]
         ratios = [s / b for s, b in zip(speeds, bare, strict=True)]
-        stall = statistics.median(st for _, st, _ in results[name])
+        stall = statistics.median(st[0] for _, st, _ in results[name])
+        in_fit = [
+            st[1] / b for (_, st, _), b in zip(results[name], bare_in_fit, strict=True)
+        ]
         cores = statistics.median(c for _, _, c in results[name])
         shown = "-" if name == "bare" else f"{stall:9.0f}"
         print(
             f"  {name:22s} {shown:>9s} {statistics.median(speeds):8.2f} "
             f"{statistics.median(ratios):6.3f}  ({min(ratios):.3f}-{max(ratios):.3f}) "
+            f"{statistics.median(in_fit):7.3f}  ({min(in_fit):.3f}-{max(in_fit):.3f}) "
             f"{cores:6.2f}"
         )
     copy, write, wall = save_cpu_cost(model, root)

@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 import keras
 import numpy as np
 
+from kerasteps import _variables
 from kerasteps import steps as steps_lib
 
 __all__ = [
@@ -166,29 +167,6 @@ def _custom_values(obj: Any) -> dict[str, Any]:
     return dict(store)
 
 
-def _host_reader(variable: Any) -> Callable[[], np.ndarray]:
-    """A function returning a variable's value on the host, without an extra copy.
-
-    On TensorFlow one `ReadVariableOp` and a view of its CPU buffer (`numpy()` would
-    copy once more); elsewhere through Keras. The array is valid until the next
-    read: copy it at once.
-    """
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        value = getattr(variable, "_value", variable)
-        handle = getattr(value, "handle", None)
-        if (
-            handle is not None
-            and isinstance(value, tf.Variable)
-            and not isinstance(value, tf.distribute.DistributedValues)
-            and "CPU" in value.device.upper()
-        ):
-            read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
-            return lambda: read(resource=handle, dtype=dtype)._numpy()
-    return lambda: np.asarray(keras.ops.convert_to_numpy(variable))
-
-
 class Snapshot:
     """A copy of a model's state in host memory, in buffers that are kept.
 
@@ -213,16 +191,17 @@ class Snapshot:
 
     def layout(self, model: keras.Model) -> StateLayout:
         """The model's layout, walked again only when its variables changed."""
-        key = tuple(id(v) for v in model.variables)
-        if self._layout is not None:
-            key += tuple(len(o.variables) for o in self._layout.optimizers.values())
-        if self._layout is None or key != self._layout_key:
+        if self._layout is None or self._signature(model) != self._layout_key:
             self._layout = StateLayout.of(model)
-            self._layout_key = tuple(id(v) for v in model.variables) + tuple(
-                len(o.variables) for o in self._layout.optimizers.values()
-            )
+            self._layout_key = self._signature(model)
             self._readers = {}
         return self._layout
+
+    def _signature(self, model: keras.Model) -> tuple[int, ...]:
+        optimizers = self._layout.optimizers.values() if self._layout else ()
+        return tuple(id(v) for v in model.variables) + tuple(
+            len(o.variables) for o in optimizers
+        )
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates (and touches) the buffers now, so no save pays for it later.
@@ -231,13 +210,9 @@ class Snapshot:
         about half a second, which would otherwise fall in the first saving step.
         """
         steps_lib.sync_trained_state(model)
-        layout = self.layout(model)
-        for key, variable in layout.variables.items():
+        for key, variable in self.layout(model).variables.items():
             shape = tuple(int(d) for d in variable.shape)
-            dtype = _numpy_dtype(variable)
-            buffer = self._buffers.get(key)
-            if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
-                self._buffers[key] = np.ones(shape, dtype)
+            self._buffer(key, shape, _numpy_dtype(variable), fill=True)
 
     def take(self, model: keras.Model) -> dict[str, np.ndarray]:
         """Copies the model's state (its trained state, on JAX too) to the host."""
@@ -247,7 +222,7 @@ class Snapshot:
         for key, variable in layout.variables.items():
             reader = self._readers.get(id(variable))
             if reader is None:
-                reader = self._readers[id(variable)] = _host_reader(variable)
+                reader = self._readers[id(variable)] = _variables.array_reader(variable)
             arrays[key] = self._copy(key, reader())
         for path, obj in layout.custom.items():
             for key, value in _custom_values(obj).items():
@@ -255,10 +230,17 @@ class Snapshot:
                 arrays[full] = self._copy(full, np.asarray(_to_numpy(value)))
         return arrays
 
-    def _copy(self, key: str, value: np.ndarray) -> np.ndarray:
+    def _buffer(
+        self, key: str, shape: tuple, dtype: np.dtype, fill: bool = False
+    ) -> np.ndarray:
+        """The kept buffer of a key, (re)allocated when its shape or dtype changed."""
         buffer = self._buffers.get(key)
-        if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
-            buffer = self._buffers[key] = np.empty_like(value)
+        if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
+            buffer = self._buffers[key] = (np.ones if fill else np.empty)(shape, dtype)
+        return buffer
+
+    def _copy(self, key: str, value: np.ndarray) -> np.ndarray:
+        buffer = self._buffer(key, value.shape, value.dtype)
         np.copyto(buffer, value)
         return buffer
 
@@ -425,8 +407,9 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
         for path, (_, part) in deferred.items()
         for index in part
     }
-    expected = set(layout.keys())
-    missing = [k for k in layout.keys() if k not in arrays]
+    keys = layout.keys()
+    expected = set(keys)
+    missing = [k for k in keys if k not in arrays]
     extra = sorted(k for k in arrays if k not in expected and k not in later)
     problems = []
     if missing:

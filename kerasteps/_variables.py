@@ -17,11 +17,13 @@ import keras
 import numpy as np
 
 
-def _reader(variable: Any) -> Callable[[], Any]:
+def _reader(variable: Any, view: bool = False) -> Callable[[], Any]:
     """A function returning the variable's value on the host, its handle found once.
 
     A plain TensorFlow variable is read with one `ReadVariableOp`; anything else
-    (another backend, a distributed variable, a tensor) through Keras.
+    (another backend, a distributed variable, a tensor) through Keras. With `view`,
+    a TensorFlow variable on the CPU gives a view of the read's buffer (`numpy()`
+    would copy it once more): valid until the next read, so copy it at once.
     """
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
@@ -34,8 +36,25 @@ def _reader(variable: Any) -> Callable[[], Any]:
             and not isinstance(value, tf.distribute.DistributedValues)
         ):
             read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
+            if view and "CPU" in value.device.upper():
+                return lambda: read(resource=handle, dtype=dtype)._numpy()
             return lambda: read(resource=handle, dtype=dtype).numpy()
     return lambda: np.asarray(keras.ops.convert_to_numpy(variable))
+
+
+def array_reader(variable: Any) -> Callable[[], np.ndarray]:
+    """A reader of a variable's whole value for a copy into a host buffer.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from kerasteps._variables import array_reader
+    >>> buffer = np.empty(2, "float32")
+    >>> np.copyto(buffer, array_reader(keras.Variable([1.0, 2.0]))())
+    >>> buffer
+    array([1., 2.], dtype=float32)
+    """
+    return _reader(variable, view=True)
 
 
 class ScalarReader:

@@ -120,34 +120,32 @@ def test_a_checkpoint_restores_into_a_second_identical_model(tmp_path):
     assert_same(values(other), values(model))
 
 
+def fitted(*layers: keras.Layer) -> keras.Model:
+    """A model of these layers on 3 inputs, compiled with Adam, trained 1 step."""
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), *layers])
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    fit(model, 1)
+    return model
+
+
 def test_a_missing_or_extra_variable_is_named_and_nothing_changes(tmp_path):
     model = model_with_dropout()
     fit(model, 2)
     info = CheckpointStore(tmp_path).save(model)
-    keras.utils.set_random_seed(1)
-    wider = keras.Sequential(
-        [
-            keras.Input((3,)),
-            keras.layers.Dense(4, activation="relu"),
-            keras.layers.Dropout(0.5),
-            keras.layers.BatchNormalization(),
-            keras.layers.Dense(1),
-            keras.layers.Dense(1),
-        ]
+    wider = fitted(
+        keras.layers.Dense(4, activation="relu"),
+        keras.layers.Dropout(0.5),
+        keras.layers.BatchNormalization(),
+        keras.layers.Dense(1),
+        keras.layers.Dense(1),
     )
-    wider.compile(keras.optimizers.Adam(0.01), "mse")
-    fit(wider, 1)
     before = values(wider)
     with pytest.raises(ValueError, match=r"no value for the model's.*layers/dense_2"):
         StepCheckpoint.restore_checkpoint(wider, info.path)
     assert_same(values(wider), before)
 
-    keras.utils.set_random_seed(1)
-    smaller = keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)]
-    )
-    smaller.compile(keras.optimizers.Adam(0.01), "mse")
-    fit(smaller, 1)
+    smaller = fitted(keras.layers.Dense(4), keras.layers.Dense(1))
     before = values(smaller)
     with pytest.raises(ValueError, match=r"holds.*batch_normalization.*not have"):
         StepCheckpoint.restore_checkpoint(smaller, info.path)

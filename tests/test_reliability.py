@@ -363,7 +363,15 @@ def _start(tmp_path, *args):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_as_in_a_terminal,
     )
+
+
+def _as_in_a_terminal() -> None:
+    """SIGINT as a terminal gives it: a suite started in the background (`cmd &`)
+    has it ignored, and its children would inherit that, so the script's Python
+    would not install its `KeyboardInterrupt` handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(process, word, timeout=120):

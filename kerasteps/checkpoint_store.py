@@ -204,19 +204,33 @@ def read_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
     ['layers/dense/vars/0', 'layers/dense/vars/1']
     """
     path = os.fspath(path).rstrip("/")
+    return _read_verified(path, _checked_meta(path))
+
+
+def _checked_meta(path: str) -> dict:
+    """The `meta.json` of a complete checkpoint folder of this format, else raises."""
     reason = check_folder(path)
     if reason is not None:
         raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
     meta = read_meta(path)
     _check_format(path, meta)
+    return meta
+
+
+def _read_verified(path: str, meta: dict) -> dict[str, np.ndarray]:
+    """The arrays of `state.h5`, after checking its CRC-32 against `meta`."""
     state = os.path.join(path, STATE_FILE)
     expected = meta["files"][STATE_FILE].get("crc32")
+    local = _atomic.is_local(state)
     try:
-        with tf.io.gfile.GFile(state, "rb") as handle:
-            actual = _model_state.crc32_of(handle.read)
+        if local:
+            actual = _model_state.crc32_of_file(state)
+        else:
+            with tf.io.gfile.GFile(state, "rb") as handle:
+                actual = _model_state.crc32_of(handle.read)
         if actual != expected:
             raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
-        if _atomic.is_local(state):
+        if local:
             return _model_state.read_arrays(state)
         with tf.io.gfile.GFile(state, "rb") as handle:
             return _model_state.read_arrays(handle)
@@ -749,13 +763,9 @@ class CheckpointStore:
                 not match the model (its variables or its optimizer classes), or
                 holds a state that is not finite. The model is then as it was.
         """
-        reason = check_folder(info.path)
-        if reason is not None:
-            raise ValueError(f"The checkpoint {info.path!r} is incomplete: {reason}.")
-        meta = read_meta(info.path)
-        _check_format(info.path, meta)
+        meta = _checked_meta(info.path)
         self._check_optimizers(model, info, meta)
-        arrays = read_state(info.path)
+        arrays = _read_verified(info.path, meta)
         bad = _finite.first_non_finite_array(arrays.items())
         if bad is not None:
             raise ValueError(

@@ -359,6 +359,7 @@ class StepCheckpoint(StepCallback):
         """
         model = model if model is not None else self.model
         info = self.store.save(model, self._run_meta(model))
+        self._saved_steps.add(info.step)
         self._saved(info)
         return info
 
@@ -452,7 +453,7 @@ class StepCheckpoint(StepCallback):
                 )
                 self._saved_steps.add(step)
             else:
-                self._saved_steps.add(self.save(self.model).step)
+                self.save(self.model)
         except NonFiniteStateError as error:
             self._refused.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)

@@ -17,9 +17,13 @@ steadier one. Last, it measures where kerasteps's own time goes, in one more `fi
 with the three sinks: the Python time inside their batch hooks, per batch between
 firing steps and per firing step, against the median time of a training step.
 
+`--backend jax` (or `torch`, `tensorflow`) runs it all on that Keras backend, in a
+process of its own; the ratios are against a bare `fit` on the same backend.
+
 Usage:
 
     python benchmarks/callback_overhead.py [--steps 2000] [--rounds 7] [--threads 0]
+    python benchmarks/callback_overhead.py --backend jax
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import logging
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 
@@ -113,8 +118,16 @@ def main() -> None:
         default=0,
         help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=["tensorflow", "jax", "torch"],
+        help="the Keras backend (default: KERAS_BACKEND, else TensorFlow)",
+    )
     args = parser.parse_args()
-    if args.threads:
+    if args.backend and args.backend != keras.backend.backend():
+        env = {**os.environ, "KERAS_BACKEND": args.backend}
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+    if args.threads and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -174,7 +187,8 @@ def main() -> None:
     bare_cpu = statistics.median(c for _, c in results["bare"])
     print(
         f"MLP 64-256-256-10, batch {batch}, {args.steps} steps/fit, "
-        f"{args.rounds} interleaved rounds, medians:"
+        f"{args.rounds} interleaved rounds, backend {keras.backend.backend()}, "
+        "medians:"
     )
     for name, values in results.items():
         wall = statistics.median(w for w, _ in values)

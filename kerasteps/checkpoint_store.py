@@ -331,6 +331,12 @@ def check_folder(path: str) -> str | None:
 
 
 # -- the directory ------------------------------------------------------------------
+def _reads_in_lockstep(model: keras.Model) -> bool:
+    """Whether every process must read the state the chief reads: JAX processes
+    that share global arrays take part in each other's array operations."""
+    return distribute.task_of(model)[0] == "process"
+
+
 class CheckpointStore:
     """Reads and writes the checkpoints of one directory (see module docstring).
 
@@ -568,6 +574,8 @@ class CheckpointStore:
         """
         counters_name = steps_lib.global_step_name(model)
         if not distribute.is_chief(model):
+            if _reads_in_lockstep(model):  # the same array ops as the chief's
+                (snapshot or _model_state.Snapshot()).take(model)
             step = steps_lib.global_step(model)
             return Capture(step, {}, {}, chief=False)
         arrays = (snapshot or _model_state.Snapshot()).take(model)
@@ -683,7 +691,7 @@ class CheckpointStore:
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         >>> CheckpointStore(tempfile.mkdtemp()).prepare(model)
         """
-        if distribute.is_chief(model):
+        if distribute.is_chief(model) or _reads_in_lockstep(model):
             self._snapshot.prepare(model)
 
     def wait(self) -> None:

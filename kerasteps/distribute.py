@@ -9,6 +9,10 @@ checkpoint of distributed variables may need every worker to take part).
 The chief is the task of type `"chief"`, or worker 0 when the cluster has no
 `"chief"` task; a process without a cluster (one device, `MirroredStrategy`) is the
 chief.
+
+Under JAX, several processes train one model with `keras.distribution` (e.g.
+`DataParallel`) after `jax.distributed.initialize`; the chief is process 0
+(`jax.process_index() == 0`), and every process counts the same steps.
 """
 
 from __future__ import annotations
@@ -16,6 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["is_chief", "task_of"]
+
+
+def _jax_process() -> tuple[int, int] | None:
+    """`(process_index, process_count)` under the JAX backend, else None."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    return jax.process_index(), jax.process_count()
 
 
 def _strategy(model_or_strategy: Any = None) -> Any:
@@ -30,6 +45,8 @@ def _strategy(model_or_strategy: Any = None) -> Any:
 def task_of(model_or_strategy: Any = None) -> tuple[str | None, int | None]:
     """Returns `(task_type, task_id)` of this process, `(None, None)` without a cluster.
 
+    Under JAX with several processes: `("process", jax.process_index())`.
+
     Args:
         model_or_strategy: A `keras.Model` (its `distribute_strategy`), a
             `tf.distribute.Strategy`, or None for the current strategy.
@@ -40,6 +57,10 @@ def task_of(model_or_strategy: Any = None) -> tuple[str | None, int | None]:
     >>> task_of()
     (None, None)
     """
+    process = _jax_process()
+    if process is not None:
+        index, count = process
+        return ("process", index) if count > 1 else (None, None)
     resolver = getattr(_strategy(model_or_strategy), "cluster_resolver", None)
     if resolver is None:
         return None, None
@@ -48,6 +69,8 @@ def task_of(model_or_strategy: Any = None) -> tuple[str | None, int | None]:
 
 def is_chief(model_or_strategy: Any = None) -> bool:
     """Returns True if this process writes logs and checkpoints.
+
+    Under JAX: True on process 0 only (`jax.process_index() == 0`).
 
     Args:
         model_or_strategy: A `keras.Model` (its `distribute_strategy`), a
@@ -59,6 +82,9 @@ def is_chief(model_or_strategy: Any = None) -> bool:
     >>> is_chief()
     True
     """
+    process = _jax_process()
+    if process is not None:
+        return process[0] == 0
     strategy = _strategy(model_or_strategy)
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None:

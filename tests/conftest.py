@@ -11,7 +11,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
     EventAccumulator,
 )
@@ -50,27 +49,42 @@ def tiny_wgan(seed: int = 0, noise_seed: int = 5):
 
 
 class NanAtStep(keras.Model):
-    """`d_loss` becomes NaN at global step `nan_step` (and the weights after it)."""
+    """`d_loss` becomes NaN at global step `nan_step` (and the weights after it);
+    `g_loss`, the error before the update, becomes NaN one step later.
+
+    Backend-neutral: it changes only `compute_loss`, which every Keras trainer
+    calls (statelessly on JAX), and counts its steps in a variable of its own.
+    """
 
     def __init__(self, nan_step):
         super().__init__()
         self.dense = keras.layers.Dense(1)
         self.nan_step = nan_step
+        self.calls = self.add_weight(
+            shape=(), initializer="zeros", trainable=False, name="calls"
+        )
+        self.d_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_tracker = keras.metrics.Mean(name="g_loss")
 
     def call(self, x):
         return self.dense(x)
 
-    def train_step(self, data):
-        x, y = data
-        step = tf.cast(self.optimizer.iterations, "float32") + 1.0
-        scale = tf.where(step >= self.nan_step, float("nan"), 1.0)
-        g_loss = tf.reduce_mean(tf.square(self(x) - y))  # before the update
-        with tf.GradientTape() as tape:
-            d_loss = tf.reduce_mean(tf.square(self(x) - y)) * scale
-        variables = self.trainable_variables
-        gradients = tape.gradient(d_loss, variables)
-        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        return {"d_loss": d_loss, "g_loss": g_loss}
+    @property
+    def metrics(self):
+        return [self.d_tracker, self.g_tracker]
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        error = keras.ops.mean(keras.ops.square(y_pred - y))
+        if not training:
+            return error
+        step = self.calls + 1.0
+        self.calls.assign(step)
+        d_loss = error * keras.ops.where(step >= self.nan_step, float("nan"), 1.0)
+        self.d_tracker.update_state(d_loss)
+        self.g_tracker.update_state(error)
+        return d_loss
 
 
 def tiny_data(n: int = 20, seed: int = 0):
@@ -99,6 +113,20 @@ def read_scalars(log_dir: str, run: str, tag: str) -> list[tuple[int, float]]:
 def read_jsonl(path: str) -> list[dict]:
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips `tensorflow_only` tests on the other backends, saying why."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return
+    for item in items:
+        mark = item.get_closest_marker("tensorflow_only")
+        if mark is not None:
+            why = mark.args[0] if mark.args else "TensorFlow's own API"
+            item.add_marker(
+                pytest.mark.skip(reason=f"TensorFlow only ({why}); backend {backend}")
+            )
 
 
 @pytest.fixture(autouse=True)

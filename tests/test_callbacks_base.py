@@ -17,6 +17,8 @@ import kerasteps
 from kerasteps import Every
 from kerasteps.callbacks import JSONLinesLogger, LogEvery, StepCallback, StepTensorBoard
 
+pytestmark = pytest.mark.neutral
+
 
 class Sinks:
     """The three sinks on one log directory, re-created for each `fit()`."""
@@ -281,3 +283,90 @@ def test_uncompiled_model_is_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="'bare' is not compiled"):
         callback.on_train_begin()
     assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_a_step_callback_reads_the_trained_state_without_reading_values():
+    """The hub attaches the trained state (JAX keeps it apart mid-epoch) before any
+    callback acts, whether or not a callback read the metrics first."""
+    seen = []
+
+    class Rates(StepCallback):
+        reads_values = False
+
+        def on_step(self, event):
+            kernel = self._hub.model.layers[-1].kernel
+            seen.append(
+                (
+                    event.step,
+                    event.learning_rates()[""],
+                    float(keras.ops.convert_to_numpy(keras.ops.sum(kernel))),
+                )
+            )
+
+    model = tiny_model(optimizer=keras.optimizers.SGD(0.05))
+    x, y = tiny_data(40)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[Rates(every=4)])
+    assert [s for s, _, _ in seen] == [4, 8, 12, 16, 20]
+    assert all(rate == pytest.approx(0.05) for _, rate, _ in seen)
+    kernels = [k for _, _, k in seen]
+    assert len(set(kernels)) == 5  # a new state at every point
+    final = float(keras.ops.convert_to_numpy(keras.ops.sum(model.layers[-1].kernel)))
+    assert kernels[-1] == final
+
+
+def test_every_callback_leaves_training_bit_identical(tmp_path):
+    """Reading the trained state mid-epoch (JAX keeps it apart from the variables)
+    never rolls training back or perturbs it: a run with every kerasteps callback,
+    validation and async checkpoints included, ends with the same bits as a bare
+    run, over two epochs and two `fit()` calls."""
+    from kerasteps.callbacks import (
+        StepCheckpoint,
+        StepProgressBar,
+        StopAtStep,
+        StopOnNonFinite,
+        Throughput,
+        ValidateEvery,
+    )
+
+    x, y = tiny_data(64)
+
+    def train(callbacks):
+        model = tiny_model(seed=3, optimizer=keras.optimizers.Adam(0.01))
+        for _ in range(2):
+            model.fit(
+                x,
+                y,
+                batch_size=4,
+                epochs=2,
+                shuffle=False,
+                verbose=0,
+                callbacks=callbacks(),
+            )
+        return model
+
+    def every_callback():
+        return [
+            LogEvery(3),
+            JSONLinesLogger(tmp_path / "log.jsonl", every=2),
+            StepTensorBoard(str(tmp_path / "tb"), every=5, histogram_every=7),
+            ValidateEvery(6, tiny_data(8, seed=1)),
+            StepCheckpoint(tmp_path / "ckpt", every=4),
+            StopAtStep(1000),
+            StopOnNonFinite(every=1),
+            Throughput(5),
+            StepProgressBar(64),
+        ]
+
+    bare = train(list)
+    watched = train(every_callback)
+    assert kerasteps.global_step(watched) == kerasteps.global_step(bare) == 64
+    for mine, theirs in zip(
+        watched.variables + watched.optimizer.variables,
+        bare.variables + bare.optimizer.variables,
+        strict=True,
+    ):
+        assert (
+            keras.ops.convert_to_numpy(mine) == keras.ops.convert_to_numpy(theirs)
+        ).all()
+    assert StepCheckpoint.latest(tmp_path / "ckpt").step == 64
+    assert read_jsonl(tmp_path / "log.jsonl")[-1]["step"] == 64

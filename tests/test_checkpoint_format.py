@@ -1,7 +1,7 @@
 """The checkpoint format and async saves, on every backend.
 
-Backend-neutral: CI runs this module under TensorFlow, and again under JAX (the last
-test runs it in a subprocess with `KERAS_BACKEND=jax`). Cross-backend restores and
+Backend-neutral: CI runs this module under TensorFlow, and again under JAX with the
+rest of the neutral suite. Cross-backend restores and
 the kill/signal tests run `tests/scripts/async_checkpoint_train.py` in subprocesses.
 """
 
@@ -26,6 +26,8 @@ import kerasteps  # noqa: E402
 from kerasteps import _model_state  # noqa: E402
 from kerasteps.callbacks import StepCheckpoint  # noqa: E402
 from kerasteps.checkpoint_store import CheckpointStore, read_state  # noqa: E402
+
+pytestmark = pytest.mark.neutral
 
 SCRIPT = Path(__file__).parent / "scripts" / "async_checkpoint_train.py"
 BACKEND = keras.backend.backend()
@@ -355,18 +357,3 @@ def test_a_checkpoint_restores_across_backends(tmp_path):
 
 def dumped_keys(path) -> dict[str, np.ndarray]:
     return {k.replace(".", "/"): v for k, v in dumped(path).items()}
-
-
-@pytest.mark.skipif(BACKEND == "jax", reason="this is the JAX run itself")
-@pytest.mark.skipif(not HAS_JAX, reason="needs jax: pip install -e '.[test,jax]'")
-def test_this_module_passes_on_jax():
-    """The checkpoint tests under `KERAS_BACKEND=jax` (about 40 s on 2 cores)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        env={**os.environ, "KERAS_BACKEND": "jax"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "failed" not in result.stdout

@@ -34,6 +34,8 @@ from kerasteps.callbacks import StepCheckpoint
 from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
 
+pytestmark = pytest.mark.neutral
+
 SCRIPT = Path(__file__).parent / "scripts" / "resumable_train.py"
 MAX_STEPS = 60
 LOG_EVERY = 5
@@ -167,6 +169,7 @@ def _two_optimizer_model(seed):
     return model
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_custom_two_optimizer_model_restores_both_optimizers(tmp_path):
     model = _two_optimizer_model(0)
     _fit(model, 6, [StepCheckpoint(tmp_path, every=3)])
@@ -188,6 +191,7 @@ def test_custom_two_optimizer_model_restores_both_optimizers(tmp_path):
             np.testing.assert_array_equal(vr, vs, err_msg=f"{ks} / {kr}")
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_custom_model_whose_optimizers_build_in_fit_continues_identically(tmp_path):
     model = _two_optimizer_model(0)
     _fit(model, 4, [StepCheckpoint(tmp_path, every=4)])

@@ -10,6 +10,8 @@ from conftest import read_jsonl, tiny_data, tiny_model
 
 from kerasteps.callbacks import JSONLinesLogger
 
+pytestmark = pytest.mark.neutral
+
 
 def test_records_hold_step_time_metrics_and_counters_and_read_with_pandas(tmp_path):
     path = tmp_path / "sub" / "log.jsonl"

@@ -11,6 +11,8 @@ from conftest import tiny_data, tiny_model
 from kerasteps import Every
 from kerasteps.callbacks import LogEvery
 
+pytestmark = pytest.mark.neutral
+
 
 def kerasteps_lines(caplog):
     return [r.getMessage() for r in caplog.records if r.name == "kerasteps"]

@@ -15,6 +15,8 @@ from kerasteps.models import (
     build_point_generator,
 )
 
+pytestmark = pytest.mark.neutral
+
 
 def dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
     return [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]

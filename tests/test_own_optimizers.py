@@ -27,6 +27,8 @@ from kerasteps.callbacks import (
 from kerasteps.data import skip_consumed
 from kerasteps.steps import StepNotCountedError
 
+pytestmark = pytest.mark.neutral
+
 D_STEPS = 3
 BATCH = 8
 
@@ -99,6 +101,7 @@ def points(n=BATCH * 10, seed=0):
     return np.random.default_rng(seed).normal(size=(n, 2)).astype("float32")
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_undeclared_gan_fails_at_its_first_step(tmp_path):
     gan = make_gan()
     sink = JSONLinesLogger(str(tmp_path / "log.jsonl"), every=5)
@@ -126,6 +129,7 @@ def test_undeclared_gan_fails_at_its_first_step(tmp_path):
     assert sink._file is None  # closed
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_declared_gan_counts_logs_stops_and_checkpoints(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="kerasteps")
     gan = make_gan()
@@ -184,6 +188,7 @@ def test_declared_gan_counts_logs_stops_and_checkpoints(tmp_path, caplog):
     assert [r["d_optimizer"] for r in records[-3:]] == [90, 105, 120]
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_declaration_errors_name_what_is_allowed():
     gan = make_gan()
     with pytest.raises(
@@ -200,6 +205,7 @@ def test_declaration_errors_name_what_is_allowed():
         kerasteps.count_optimizer_steps(wgan, global_step="g_optimizer")
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_gradient_accumulation_counts_updates(tmp_path):
     """k=4: the global step counts updates; a schedule logs the rate applied."""
     keras.utils.set_random_seed(0)

@@ -31,6 +31,8 @@ from kerasteps.callbacks import (
     ValidateEvery,
 )
 
+pytestmark = pytest.mark.neutral
+
 BATCH = 8
 STEPS_PER_EPOCH = 20
 EPOCHS = 3
@@ -421,6 +423,7 @@ class TrackedModel(keras.Model):
         return {"tracked_loss": self.tracker.result(), "raw_loss": raw}
 
 
+@pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_custom_train_step_trackers_are_reduced_and_raw_values_kept():
     x, y = regression_data()
     for raw in (False, True):

@@ -34,6 +34,8 @@ from kerasteps.callbacks import (
 from kerasteps.checkpoint_store import NonFiniteStateError
 from kerasteps.data import skip_consumed
 
+pytestmark = pytest.mark.neutral
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "signal_train.py"
 

@@ -10,6 +10,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from kerasteps.callbacks import StepTensorBoard
 
+pytestmark = pytest.mark.neutral
+
 
 def test_scalars_learning_rate_schedule_and_counters(tmp_path):
     log_dir = str(tmp_path / "tb")
@@ -42,6 +44,54 @@ def test_scalars_learning_rate_schedule_and_counters(tmp_path):
     assert read_scalars(log_dir, "train", "counters/step") == [
         (s, float(s)) for s in [2, 4, 6, 8, 10]
     ]
+
+
+def test_constant_learning_rate_and_histograms_are_the_trained_state(tmp_path):
+    """Under JAX the state of an epoch in progress lives outside the model's
+    variables; every scheduled point still has the learning rate (a variable),
+    and the histograms show the weights of that step, not of the epoch's start."""
+    log_dir = str(tmp_path / "tb")
+    model = tiny_model(optimizer=keras.optimizers.Adam(0.01))
+    x, y = tiny_data(80)
+    weights = {}
+
+    class KeepWeights(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if (batch + 1) % 10 == 0:  # Callback.model syncs the trained state
+                weights[batch + 1] = keras.ops.convert_to_numpy(
+                    self.model.layers[-1].kernel
+                )
+
+    model.fit(
+        x,
+        y,
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[
+            StepTensorBoard(log_dir, every=5, histogram_every=10),
+            KeepWeights(),
+        ],
+    )
+    rates = read_scalars(log_dir, "train", "learning_rate")
+    assert [s for s, _ in rates] == list(range(5, 41, 5))
+    assert all(rate == pytest.approx(0.01) for _, rate in rates)
+    accumulator = EventAccumulator(
+        os.path.join(log_dir, "train"), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    kernels = [t for t in accumulator.Tags()["tensors"] if t.endswith("kernel")]
+    histograms = accumulator.Tensors(kernels[-1])  # the output layer's, 4 x 1
+    assert [h.step for h in histograms] == [10, 20, 30, 40]
+    for event in histograms:
+        kernel = weights[event.step]
+        buckets = np.frombuffer(
+            event.tensor_proto.tensor_content, dtype=np.float64
+        ).reshape(-1, 3)
+        assert buckets[:, 2].sum() == kernel.size
+        assert buckets[0, 0] == pytest.approx(kernel.min(), abs=1e-6)
+        assert buckets[-1, 1] == pytest.approx(kernel.max(), abs=1e-6)
+    assert not np.allclose(weights[10], weights[40])  # the weights moved
 
 
 def test_histograms_every_m_steps(tmp_path):

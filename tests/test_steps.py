@@ -8,6 +8,8 @@ from conftest import tiny_data, tiny_model
 import kerasteps
 from kerasteps import steps as steps_lib
 
+pytestmark = pytest.mark.neutral
+
 
 def test_global_step_counts_updates_from_zero():
     model = tiny_model()

@@ -17,6 +17,8 @@ from kerasteps import mixtures
 from kerasteps.models import WGAN
 from kerasteps.steps import global_step_name, step_optimizers
 
+pytestmark = pytest.mark.neutral
+
 
 def mlp(inputs, outputs, width=32, depth=1):
     layers = [keras.layers.Dense(width, activation="relu") for _ in range(depth)]
@@ -349,7 +351,9 @@ def test_generate():
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, model.generate(10, seed=2))
     assert model.generate(0).shape == (0, 2)
-    np.testing.assert_array_equal(model.generate(10, seed=1, batch_size=3), a)
+    # Bit-identical on TensorFlow; XLA on JAX may round a row differently when
+    # the generator runs on another batch size.
+    np.testing.assert_allclose(model.generate(10, seed=1, batch_size=3), a, rtol=1e-6)
 
 
 def test_quality_ring_of_8_gaussians():

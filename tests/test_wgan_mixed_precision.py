@@ -11,6 +11,8 @@ from kerasteps._model_state import StateLayout
 from kerasteps.checkpoint_store import CheckpointStore, read_state
 from kerasteps.models import WGAN
 
+pytestmark = pytest.mark.neutral
+
 N_CRITIC = 2
 BATCH = 8
 

@@ -383,6 +383,11 @@ class RunHub:
         epoch_last: bool,
         final: bool = False,
     ) -> None:
+        # Every callback due at this step reads the trained state: under JAX it
+        # lives outside the model's variables mid-epoch until synced. Batch ends run
+        # on the training thread (kerasteps callbacks are not async-safe), so the
+        # sync cannot race with the next step.
+        steps_lib.sync_trained_state(self.model)
         record = StepRecord(
             step=step,
             prev=prev,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -218,6 +219,8 @@ class ValidateEvery(StepCallback):
     def on_run_begin(self, start_step: int) -> None:
         """Evaluates one validation batch: data the model cannot take fails here."""
         try:
+            if _no_loss(self.model):  # TF's evaluate raises; JAX's returns 0.0
+                raise ValueError("No loss to compute.")
             self._evaluate(self._dataset.take(1), steps=1)
         except Exception as error:  # noqa: BLE001 - any failure: bad input
             self.hub.abort()  # close the callbacks that already began
@@ -233,6 +236,12 @@ class ValidateEvery(StepCallback):
         self.last_values = values
         self.last_step = event.step
         return values
+
+
+def _no_loss(model: Any) -> bool:
+    """A model compiled without a loss and evaluated by Keras's own `test_step`."""
+    own_step = type(model).test_step is not keras.Model.test_step
+    return not own_step and getattr(model, "loss", None) is None
 
 
 def _metric_variables(model: Any) -> list[Any]:

@@ -6,45 +6,25 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from kerasteps._validate import check_int, check_positive_number
+from kerasteps.models import _wgan_checks as checks
+from kerasteps.models import _wgan_data
 
 __all__ = ["WGAN"]
 
 #: Key of the seed generator's state in the WGAN's own `.keras` variables.
 _SEED_KEY = "seed_state"
 
-_GP_NORM_EPSILON = 1e-12
-
-
-def _check_positive_float(name: str, value: Any) -> float:
-    return check_positive_number(name, value, allowed=" or None")
-
-
-def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    return check_int(name, value, minimum, wrong_type=ValueError)
-
-
-def _shape_str(shape: Any) -> str:
-    return str(tuple(shape))
-
-
-def _uses_float16(layer: keras.Layer) -> bool:
-    """Whether the layer or any layer inside it computes in float16."""
-    flatten = getattr(layer, "_flatten_layers", None)
-    layers = list(flatten(include_self=True)) if callable(flatten) else [layer]
-    return any(getattr(sub, "compute_dtype", None) == "float16" for sub in layers)
-
-
-def _inner_optimizer(optimizer: Any) -> Any:
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return optimizer.inner_optimizer
-    return optimizer
+if keras.backend.backend() == "jax":
+    from kerasteps.models._wgan_jax import JaxSteps as _BackendSteps
+elif keras.backend.backend() == "torch":
+    from kerasteps.models._wgan_torch import TorchSteps as _BackendSteps
+else:
+    from kerasteps.models._wgan_tf import TensorFlowSteps as _BackendSteps
 
 
 @keras.saving.register_keras_serializable(package="kerasteps")
-class WGAN(keras.Model):
+class WGAN(_BackendSteps, keras.Model):
     """Wasserstein GAN (WGAN-GP or weight-clipped WGAN) with step counters.
 
     Each `train_step` makes `n_critic` critic updates, each on a fresh batch of
@@ -122,7 +102,14 @@ class WGAN(keras.Model):
     gradients are those of the global-batch mean.
 
     The model's `call(z)` runs the generator on latent vectors `z`.
-    Only the TensorFlow backend is supported.
+
+    **Backends.** TensorFlow, JAX and PyTorch, with the same API, counters, logs
+    and `.keras` format: a model saved on one backend loads and continues training
+    on another. Each backend has its own training core in the style of its Keras
+    trainer: a traced graph with `tf.GradientTape`s on TensorFlow, a stateless
+    `jax.jit`-compiled step on JAX, an eager step on PyTorch. The noise is drawn
+    from the model's seed state by each backend's own generator, so the same seed
+    gives other numbers on another backend. `tf.distribute` is TensorFlow's own.
 
     Args:
         generator: A `keras.Model` (or layer) mapping latent vectors of shape
@@ -172,40 +159,12 @@ class WGAN(keras.Model):
         seed: int | None = None,
         **kwargs: Any,
     ):
-        latent_dim = _check_int("latent_dim", latent_dim)
-        n_critic = _check_int("n_critic", n_critic)
-        if gradient_penalty is not None and clip_value is not None:
-            raise ValueError(
-                "Pass exactly one of `gradient_penalty` (WGAN-GP) and `clip_value` "
-                f"(weight clipping), received gradient_penalty={gradient_penalty!r} "
-                f"and clip_value={clip_value!r}. For weight clipping pass "
-                "`gradient_penalty=None`."
-            )
-        if gradient_penalty is None and clip_value is None:
-            raise ValueError(
-                "Pass exactly one of `gradient_penalty` (WGAN-GP) and `clip_value` "
-                "(weight clipping), received gradient_penalty=None and "
-                "clip_value=None."
-            )
-        if gradient_penalty is not None:
-            gradient_penalty = _check_positive_float(
-                "gradient_penalty", gradient_penalty
-            )
-        if clip_value is not None:
-            clip_value = _check_positive_float("clip_value", clip_value)
+        latent_dim = checks.integer("latent_dim", latent_dim)
+        n_critic = checks.integer("n_critic", n_critic)
+        gradient_penalty, clip_value = checks.regulariser(gradient_penalty, clip_value)
         if seed is not None:
-            seed = _check_int("seed", seed, 0)
-        for name, layer in (("generator", generator), ("critic", critic)):
-            if not isinstance(layer, keras.Layer):
-                raise ValueError(
-                    f"`{name}` must be a keras.Model or keras.Layer, received "
-                    f"{layer!r} of type {type(layer).__name__}."
-                )
-        if keras.backend.backend() != "tensorflow":
-            raise ValueError(
-                "kerasteps.models.WGAN needs the TensorFlow backend, the Keras "
-                f"backend is {keras.backend.backend()!r}."
-            )
+            seed = checks.integer("seed", seed, 0)
+        sample_shape = checks.networks(generator, critic, latent_dim)
         super().__init__(**kwargs)
         self.generator = generator
         self.critic = critic
@@ -214,7 +173,7 @@ class WGAN(keras.Model):
         self.gradient_penalty = gradient_penalty
         self.clip_value = clip_value
         self.seed = seed
-        self._sample_shape = self._build_and_check_networks()
+        self._sample_shape = sample_shape
         self._seed_generator = keras.random.SeedGenerator(seed, name="wgan_seed")
         self.d_step = self.add_weight(
             shape=(),
@@ -243,95 +202,6 @@ class WGAN(keras.Model):
         self.d_optimizer = None
         self.g_optimizer = None
         self.built = True
-
-    # ------------------------------------------------------------------ checks
-
-    def _build_and_check_networks(self) -> tuple[int, ...]:
-        """Builds generator and critic and checks their shapes; returns the
-        sample shape (without the batch axis)."""
-        latent_spec = keras.KerasTensor((None, self.latent_dim))
-        inputs = getattr(self.generator, "inputs", None)
-        if inputs:
-            if len(inputs) != 1 or len(inputs[0].shape) != 2:
-                raise ValueError(
-                    "The generator must take one input of shape (batch, latent_dim), "
-                    f"it takes {[_shape_str(t.shape) for t in inputs]}."
-                )
-            if inputs[0].shape[-1] not in (None, self.latent_dim):
-                raise ValueError(
-                    f"`latent_dim`={self.latent_dim} does not match the generator's "
-                    f"input dimension {inputs[0].shape[-1]} (generator input shape "
-                    f"{_shape_str(inputs[0].shape)})."
-                )
-        try:
-            if not self.generator.built:
-                self.generator.build((None, self.latent_dim))
-            fake_spec = self.generator.compute_output_spec(latent_spec)
-        except Exception as e:
-            raise ValueError(
-                f"The generator cannot take latent vectors of shape (batch, "
-                f"{self.latent_dim}) (`latent_dim`={self.latent_dim}): {e}"
-            ) from e
-        if not isinstance(fake_spec, keras.KerasTensor):
-            raise ValueError(
-                "The generator must return a single tensor of samples, it returns "
-                f"{fake_spec!r}."
-            )
-        sample_shape = tuple(fake_spec.shape[1:])
-        if any(d is None for d in sample_shape):
-            raise ValueError(
-                "The generator's output shape must be known except for the batch "
-                f"axis, it is {_shape_str(fake_spec.shape)}."
-            )
-        try:
-            if not self.critic.built:
-                self.critic.build(fake_spec.shape)
-            score_spec = self.critic.compute_output_spec(fake_spec)
-        except Exception as e:
-            raise ValueError(
-                "The critic cannot take the generator's samples of shape "
-                f"{_shape_str(fake_spec.shape)}: {e}"
-            ) from e
-        score_shape = getattr(score_spec, "shape", None)
-        if not isinstance(score_spec, keras.KerasTensor) or tuple(
-            score_shape[1:]
-        ) not in ((), (1,)):
-            raise ValueError(
-                "The critic must return one value per example, shape (batch, 1) "
-                f"or (batch,); its output shape is "
-                f"{_shape_str(score_shape) if score_shape is not None else score_spec}."
-            )
-        return sample_shape
-
-    def _check_data_shape(self, shape: Any, what: str) -> None:
-        """Raises ValueError if a statically known data shape breaks the contract."""
-        shape = tuple(shape)
-        expected_rank = len(self._sample_shape) + 1
-        if len(shape) != expected_rank:
-            raise ValueError(
-                f"Each training element must have shape (n_critic * batch_size, "
-                f"*{self._sample_shape}) = rank {expected_rank} to match the "
-                f"critic input, {what} has shape {_shape_str(shape)}. See the "
-                "WGAN data contract; `WGAN.make_dataset` builds a suitable dataset."
-            )
-        for got, want in zip(shape[1:], self._sample_shape, strict=True):
-            if got is not None and got != want:
-                raise ValueError(
-                    f"Each training example must have shape {self._sample_shape} "
-                    f"(the generator's sample shape), {what} has shape "
-                    f"{_shape_str(shape)}."
-                )
-        if shape[0] is not None and (
-            shape[0] < self.n_critic or shape[0] % self.n_critic
-        ):
-            raise ValueError(
-                f"Each training element must hold n_critic * batch_size examples "
-                f"(n_critic={self.n_critic}), {what} has {shape[0]}, which is not a "
-                f"multiple of {self.n_critic}. Use `fit(x, batch_size=n_critic * B)` "
-                "or `WGAN.make_dataset(x, batch_size=B, n_critic=n_critic)`."
-            )
-
-    # --------------------------------------------------------------- compile
 
     def compile(
         self,
@@ -382,14 +252,14 @@ class WGAN(keras.Model):
         """
         d_optimizer = self._resolve_optimizer("d_optimizer", d_optimizer)
         g_optimizer = self._resolve_optimizer("g_optimizer", g_optimizer)
-        if _inner_optimizer(d_optimizer) is _inner_optimizer(g_optimizer):
+        if checks.inner_optimizer(d_optimizer) is checks.inner_optimizer(g_optimizer):
             raise ValueError(
                 "`d_optimizer` and `g_optimizer` must be two different optimizer "
                 f"instances, received the same object twice: {d_optimizer!r}."
             )
-        steps_per_execution = _check_int("steps_per_execution", steps_per_execution)
-        critic_fp16 = _uses_float16(self.critic)
-        generator_fp16 = _uses_float16(self.generator)
+        steps_per_execution = checks.integer("steps_per_execution", steps_per_execution)
+        critic_fp16 = checks.uses_float16(self.critic)
+        generator_fp16 = checks.uses_float16(self.generator)
         d_optimizer = self._maybe_loss_scale(d_optimizer, critic_fp16)
         g_optimizer = self._maybe_loss_scale(g_optimizer, generator_fp16 or critic_fp16)
         super().compile(
@@ -544,202 +414,35 @@ class WGAN(keras.Model):
         For array input, `batch_size` (default 32, as in Keras) must be a multiple
         of `n_critic`: each element holds `n_critic` critic batches.
         """
-        self._check_fit_data(x, batch_size, kwargs.get("steps_per_epoch"))
-        if isinstance(x, tf.data.Dataset):
+        checks.fit_data(
+            x,
+            batch_size,
+            kwargs.get("steps_per_epoch"),
+            self._sample_shape,
+            self.n_critic,
+        )
+        if _is_dataset(x):
             # A dataset is shuffled by its own pipeline; Keras's default
             # `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
         return super().fit(x, y, batch_size=batch_size, **kwargs)
 
-    def _check_fit_data(
-        self, x: Any, batch_size: int | None, steps_per_epoch: int | None
-    ) -> None:
-        if isinstance(x, tf.data.Dataset):
-            spec = x.element_spec
-            if isinstance(spec, tuple):
-                spec = spec[0]
-            if isinstance(spec, tf.TensorSpec):
-                self._check_data_shape(spec.shape.as_list(), "the dataset element")
-            return
-        shape = getattr(x, "shape", None)
-        if shape is None or isinstance(x, (dict, list, tuple)):
-            return
-        shape = tuple(shape)
-        self._check_data_shape((None, *shape[1:]), "`x`")
-        size = 32 if batch_size is None else batch_size
-        if size % self.n_critic:
-            raise ValueError(
-                f"`batch_size` must be a multiple of n_critic={self.n_critic}, "
-                f"received batch_size={batch_size!r}: each element holds n_critic "
-                "critic batches of batch_size / n_critic examples."
-            )
-        if steps_per_epoch is None and 0 < shape[0] % size < self.n_critic:
-            raise ValueError(
-                f"`x` has {shape[0]} examples, so the last batch of "
-                f"batch_size={size} holds {shape[0] % size} < n_critic="
-                f"{self.n_critic} examples. Drop or add examples, or use "
-                "`WGAN.make_dataset`, which drops the remainder."
-            )
+    # ---------------------------------------------------------------- noise
 
-    def _real_batches(self, data: Any) -> tf.Tensor:
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        if isinstance(x, (tuple, list)):
-            if len(x) != 1:
-                raise ValueError(
-                    "Each training element must be one tensor of real examples, "
-                    f"received a structure of {len(x)} tensors."
-                )
-            x = x[0]
-        if isinstance(x, dict):
-            raise ValueError(
-                "Each training element must be one tensor of real examples, "
-                f"received a dict with keys {sorted(x)}."
-            )
-        x = tf.convert_to_tensor(x)
-        self._check_data_shape(x.shape.as_list(), "the element")
-        batch = tf.shape(x)[0] // self.n_critic
-        if x.shape[0] is None:
-            x = x[: batch * self.n_critic]
-        # Row j * n_critic + i is example j of critic batch i. With this strided
-        # split, tf.distribute's contiguous split of an element across replicas
-        # gives each replica its share of every critic batch, so training with
-        # R replicas matches training on one device.
-        x = tf.reshape(x, (batch, self.n_critic, *self._sample_shape))
-        return x
-
-    def _replica_scale(self) -> float:
-        return 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
-
-    def _critic(self, x: tf.Tensor) -> tf.Tensor:
-        """Critic scores in float32, as a vector of shape (batch,)."""
-        return tf.cast(tf.reshape(self.critic(x, training=True), (-1,)), tf.float32)
-
-    @staticmethod
-    def _apply(optimizer: Any, tape: tf.GradientTape, loss: tf.Tensor, variables):
-        """Applies the gradients of `loss` (scaled first by a
-        `LossScaleOptimizer`, which unscales them and skips the update if they
-        are not finite); returns how much `optimizer.iterations` grew (1 if the
-        update was applied, 0 if it was skipped), as int64."""
-        before = tf.cast(tf.identity(optimizer.iterations), tf.int64)
-        gradients = tape.gradient(loss, variables)
-        optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        return tf.cast(tf.identity(optimizer.iterations), tf.int64) - before
-
-    def _replica_share(self, draw: Any, batch: tf.Tensor) -> tf.Tensor:
-        """Returns this replica's rows of a draw for the global batch.
-
-        Under tf.distribute every replica draws the same global tensor (the seed
-        state is shared) and keeps its own slice, so the noise matches training
-        on one device.
-        """
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        context = tf.distribute.get_replica_context()
-        if replicas == 1 or context is None:
-            return draw(batch)
-        replica = tf.cast(context.replica_id_in_sync_group, batch.dtype)
-        return draw(batch * replicas)[replica * batch : (replica + 1) * batch]
-
-    def _latent(self, batch: tf.Tensor) -> tf.Tensor:
-        return self._replica_share(
-            lambda size: keras.random.normal(
-                (size, self.latent_dim),
-                dtype=self.generator.compute_dtype,
-                seed=self._seed_generator,
-            ),
-            batch,
+    def _draw_latent(self, size: Any) -> Any:
+        """Latent vectors, shape (size, latent_dim), from the model's seed state."""
+        return keras.random.normal(
+            (size, self.latent_dim),
+            dtype=self.generator.compute_dtype,
+            seed=self._seed_generator,
         )
 
-    def _uniform(self, batch: tf.Tensor, dtype: Any) -> tf.Tensor:
-        """Interpolation weights, shape (batch, 1, ..., 1)."""
+    def _draw_uniform(self, size: Any, dtype: Any) -> Any:
+        """Interpolation weights, shape (size, 1, ..., 1), from the seed state."""
         ones = (1,) * len(self._sample_shape)
-        return self._replica_share(
-            lambda size: keras.random.uniform(
-                (size, *ones), dtype=dtype, seed=self._seed_generator
-            ),
-            batch,
+        return keras.random.uniform(
+            (size, *ones), dtype=dtype, seed=self._seed_generator
         )
-
-    def _critic_update(
-        self, real: tf.Tensor, fake: tf.Tensor, e: tf.Tensor | None
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
-        """One critic update; returns (d_loss, wasserstein, penalty or None,
-        1 if the update was applied else 0)."""
-        variables = self.critic.trainable_variables
-        penalty = None
-        with tf.GradientTape() as tape:
-            d_real = self._critic(real)
-            d_fake = self._critic(fake)
-            per_example = d_fake - d_real
-            if e is not None:
-                x_hat = e * real + (1.0 - e) * fake
-                with tf.GradientTape() as gp_tape:
-                    gp_tape.watch(x_hat)
-                    d_hat = self._critic(x_hat)
-                grads = tf.cast(gp_tape.gradient(d_hat, x_hat), tf.float32)
-                axes = list(range(1, len(self._sample_shape) + 1))
-                norm = tf.sqrt(
-                    tf.reduce_sum(tf.square(grads), axis=axes) + _GP_NORM_EPSILON
-                )
-                per_example_penalty = tf.square(norm - 1.0)
-                penalty = tf.reduce_mean(per_example_penalty)
-                per_example = per_example + self.gradient_penalty * per_example_penalty
-            d_loss = tf.reduce_mean(per_example)
-            scaled_loss = d_loss * self._replica_scale()
-            if isinstance(self.d_optimizer, keras.optimizers.LossScaleOptimizer):
-                scaled_loss = self.d_optimizer.scale_loss(scaled_loss)
-        applied = self._apply(self.d_optimizer, tape, scaled_loss, variables)
-        if self.clip_value is not None:
-            for v in variables:
-                v.assign(tf.clip_by_value(v, -self.clip_value, self.clip_value))
-        wasserstein = tf.reduce_mean(d_real) - tf.reduce_mean(d_fake)
-        return d_loss, wasserstein, penalty, applied
-
-    def _generator_update(self, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """One generator update; returns (g_loss, 1 if applied else 0)."""
-        z = self._latent(batch)
-        variables = self.generator.trainable_variables
-        with tf.GradientTape() as tape:
-            fake = self.generator(z, training=True)
-            g_loss = -tf.reduce_mean(self._critic(fake))
-            scaled_loss = g_loss * self._replica_scale()
-            if isinstance(self.g_optimizer, keras.optimizers.LossScaleOptimizer):
-                scaled_loss = self.g_optimizer.scale_loss(scaled_loss)
-        applied = self._apply(self.g_optimizer, tape, scaled_loss, variables)
-        return g_loss, applied
-
-    def train_step(self, data: Any) -> dict[str, Any]:
-        """`n_critic` critic updates on fresh real batches, then one generator
-        update; returns the metrics and both counters."""
-        n = self.n_critic
-        real = self._real_batches(data)
-        batch = tf.shape(real)[0]
-        # Unrolled in the traced graph: n_critic is small, and one graph lets
-        # TF (and XLA with jit_compile=True) schedule all updates together.
-        results = []
-        for i in range(n):
-            fake = self.generator(self._latent(batch), training=True)
-            e = None
-            if self.gradient_penalty is not None:
-                e = self._uniform(batch, fake.dtype)
-            real_i = tf.cast(real[:, i], fake.dtype)
-            results.append(self._critic_update(real_i, fake, e))
-        # Count applied updates only: a LossScaleOptimizer skips an update with
-        # non-finite gradients without increasing its iterations.
-        self.d_step.assign_add(tf.add_n([r[3] for r in results]))
-        g_loss, g_applied = self._generator_update(batch)
-        self.g_step.assign_add(g_applied)
-
-        # Every train_step has n_critic critic updates, so updating the mean
-        # trackers once with the mean over them equals updating them n times.
-        self.d_loss_tracker.update_state(tf.reduce_mean([r[0] for r in results]))
-        self.wasserstein_tracker.update_state(tf.reduce_mean([r[1] for r in results]))
-        if self.gp_tracker is not None:
-            self.gp_tracker.update_state(tf.reduce_mean([r[2] for r in results]))
-        self.g_loss_tracker.update_state(g_loss)
-        logs = {m.name: m.result() for m in self.metrics}
-        logs["d_step"] = tf.identity(self.d_step)
-        logs["g_step"] = tf.identity(self.g_step)
-        return logs
 
     def test_step(self, data: Any) -> dict[str, Any]:
         """Not supported: a WGAN has no validation loss."""
@@ -774,8 +477,8 @@ class WGAN(keras.Model):
         >>> WGAN(g, c, latent_dim=2).generate(5, seed=1).shape
         (5, 2)
         """
-        n = _check_int("n", n, 0)
-        batch_size = _check_int("batch_size", batch_size)
+        n = checks.integer("n", n, 0)
+        batch_size = checks.integer("batch_size", batch_size)
         rng = np.random.default_rng(seed)
         z = rng.standard_normal((n, self.latent_dim)).astype(
             self.generator.compute_dtype
@@ -800,7 +503,7 @@ class WGAN(keras.Model):
         shuffle: bool = True,
         seed: int | None = None,
         repeat: bool = False,
-    ) -> tf.data.Dataset:
+    ) -> Any:
         """Turns real examples into the dataset that `WGAN.fit` expects.
 
         Each element holds `n_critic * batch_size` examples, that is `n_critic`
@@ -829,75 +532,12 @@ class WGAN(keras.Model):
         >>> ds.element_spec.shape.as_list(), int(ds.cardinality())
         ([40, 2], 2)
         """
-        batch_size = _check_int("batch_size", batch_size)
-        n_critic = _check_int("n_critic", n_critic)
-        size = n_critic * batch_size
-        if isinstance(x, tf.data.Dataset):
-            return cls._dataset_from_dataset(x, size, shuffle, seed, repeat)
-        x = np.asarray(x)
-        if x.ndim < 2:
-            raise ValueError(
-                "`x` must be an array of examples of rank >= 2, shape "
-                f"(n_examples, *example_shape), received shape {x.shape}."
-            )
-        if np.issubdtype(x.dtype, np.floating) and x.dtype != np.float32:
-            x = x.astype(np.float32)
-        n = len(x)
-        if n < size:
-            raise ValueError(
-                f"`x` has {n} examples, fewer than one element of n_critic * "
-                f"batch_size = {n_critic} * {batch_size} = {size}."
-            )
-        # Shuffle indices once per pass and gather whole elements: much cheaper
-        # than shuffling and batching example by example.
-        elements = n // size
-        examples = tf.constant(x)
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        seeds = seeds if repeat else seeds.take(1)
+        return _wgan_data.make_dataset(x, batch_size, n_critic, shuffle, seed, repeat)
 
-        def one_pass(pass_seed: tf.Tensor) -> tf.data.Dataset:
-            order = tf.range(n, dtype=tf.int64)
-            if shuffle:
-                order = tf.random.experimental.stateless_shuffle(
-                    order, seed=tf.stack([pass_seed, tf.constant(0, tf.int64)])
-                )
-            order = tf.reshape(order[: elements * size], (elements, size))
-            return tf.data.Dataset.from_tensor_slices(order)
 
-        ds = seeds.flat_map(one_pass)
-        ds = ds.map(
-            lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
-        )
-        cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
-        ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-        return ds.prefetch(tf.data.AUTOTUNE)
-
-    @staticmethod
-    def _dataset_from_dataset(
-        ds: tf.data.Dataset,
-        size: int,
-        shuffle: bool,
-        seed: int | None,
-        repeat: bool,
-    ) -> tf.data.Dataset:
-        if isinstance(ds.element_spec, tuple):
-            ds = ds.map(lambda *t: t[0])
-        shape = getattr(ds.element_spec, "shape", None)
-        if shape is None or shape.rank is None or shape.rank < 1:
-            raise ValueError(
-                "`x` must be a dataset of single examples of rank >= 1, its "
-                f"element spec is {ds.element_spec}."
-            )
-        n = int(ds.cardinality())
-        if 0 <= n < size:
-            raise ValueError(
-                f"`x` has {n} examples, fewer than one element of n_critic * "
-                f"batch_size = {size}."
-            )
-        if shuffle:
-            buffer = 10_000 if n < 0 else min(n, 100_000)
-            ds = ds.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
-        if repeat:
-            ds = ds.repeat()
-        ds = ds.batch(size, drop_remainder=True)
-        return ds.prefetch(tf.data.AUTOTUNE)
+def _is_dataset(x: Any) -> bool:
+    try:
+        import tensorflow as tf
+    except ImportError:  # pragma: no cover - TensorFlow is a dependency
+        return False
+    return isinstance(x, tf.data.Dataset)

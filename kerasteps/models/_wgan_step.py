@@ -1,0 +1,81 @@
+"""What every backend's WGAN training step shares (private).
+
+Each backend has its own training core (`_wgan_tf`, `_wgan_jax`, `_wgan_torch`),
+written in the style of that backend's Keras trainer; they share the data contract,
+the noise draws, the loss terms and the named result of a critic update defined
+here, so that the three compute the same step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import keras
+
+#: Added under the square root of the gradient norm, so that it is safe at zero.
+GP_NORM_EPSILON = 1e-12
+
+
+class CriticResult(NamedTuple):
+    """What one critic update returns (TF-GAN names its step results the same way).
+
+    Attributes:
+        d_loss: The critic loss, penalty included, as a float32 scalar.
+        wasserstein: The critic's estimate `E[D(real)] - E[D(fake)]`.
+        penalty: The unweighted mean gradient penalty, or `None` for clipping.
+        applied: 1 if the optimizer applied the update, 0 if a loss-scaling
+            optimizer skipped it (an integer scalar).
+    """
+
+    d_loss: Any
+    wasserstein: Any
+    penalty: Any
+    applied: Any
+
+
+def real_examples(data: Any) -> Any:
+    """The tensor of real examples of one training element (any `y` ignored)."""
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+    if isinstance(x, (tuple, list)):
+        if len(x) != 1:
+            raise ValueError(
+                "Each training element must be one tensor of real examples, "
+                f"received a structure of {len(x)} tensors."
+            )
+        x = x[0]
+    if isinstance(x, dict):
+        raise ValueError(
+            "Each training element must be one tensor of real examples, "
+            f"received a dict with keys {sorted(x)}."
+        )
+    return x
+
+
+def split_critic_batches(x: Any, n_critic: int, sample_shape: tuple) -> Any:
+    """Reshapes an element of known size to `(B, n_critic, *sample_shape)`.
+
+    Row `j * n_critic + i` is example `j` of critic batch `i`; a last, partial
+    element is cut to a multiple of `n_critic`.
+    """
+    batch = x.shape[0] // n_critic
+    return keras.ops.reshape(x[: batch * n_critic], (batch, n_critic, *sample_shape))
+
+
+def penalty_terms(gradients: Any, sample_rank: int) -> Any:
+    """`(||g|| - 1)^2` per example, the norm taken as `sqrt(sum(g^2) + 1e-12)`."""
+    gradients = keras.ops.cast(gradients, "float32")
+    axes = tuple(range(1, sample_rank + 1))
+    norm = keras.ops.sqrt(
+        keras.ops.sum(keras.ops.square(gradients), axis=axes) + GP_NORM_EPSILON
+    )
+    return keras.ops.square(norm - 1.0)
+
+
+def scores(output: Any) -> Any:
+    """Critic outputs as a float32 vector of shape `(batch,)`."""
+    return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")
+
+
+def mean_of(values: list[Any]) -> Any:
+    """The mean of a list of scalars."""
+    return keras.ops.mean(keras.ops.stack(values))

@@ -204,7 +204,10 @@ def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) 
     # The child watches this process and ends with it, even after a `kill -9`.
     command = [sys.executable, "-m", "kerasteps._board_child", str(os.getpid())]
     command += ["--logdir", logdir, "--host", host, "--port", str(port)]
-    process = subprocess.Popen([*command, *tensorboard_args])
+    # TensorBoard needs no Keras backend; with KERAS_BACKEND=torch, importing torch
+    # and TensorFlow's TensorBoard into one process ends in a segmentation fault.
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    process = subprocess.Popen([*command, *tensorboard_args], env=env)
 
     def on_sigterm(signum, frame):  # stop TensorBoard too when we are killed
         raise SystemExit(128 + signum)

@@ -15,9 +15,22 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
     EventAccumulator,
 )
 
+#: Keras's PyTorch trainer runs one step per call (`steps_per_execution=1` only).
+MAX_STEPS_PER_EXECUTION = 1 if keras.backend.backend() == "torch" else None
+
+
+def needs_steps_per_execution(steps_per_execution: int) -> None:
+    """Skips the calling test where the backend cannot run `steps_per_execution`."""
+    if MAX_STEPS_PER_EXECUTION and steps_per_execution > MAX_STEPS_PER_EXECUTION:
+        pytest.skip(
+            f"steps_per_execution={steps_per_execution}: Keras's "
+            f"{keras.backend.backend()} trainer runs one step per call"
+        )
+
 
 def tiny_model(seed: int = 0, steps_per_execution: int = 1, **compile_kwargs):
     """A compiled 2-in, 1-out dense model (deterministic for a seed)."""
+    needs_steps_per_execution(steps_per_execution)
     keras.utils.set_random_seed(seed)
     model = keras.Sequential(
         [

@@ -210,11 +210,16 @@ class ValidateEvery(StepCallback):
         model = self.model
         variables = _metric_variables(model)
         saved = [np.array(v.numpy(), copy=True) for v in variables]
+        torch_rng = _torch_rng_state()
         try:
             return model.evaluate(dataset, steps=steps, verbose=0, return_dict=True)
         finally:
             for variable, value in zip(variables, saved, strict=True):
                 variable.assign(value)
+            if torch_rng is not None:
+                import torch
+
+                torch.set_rng_state(torch_rng)
 
     def on_run_begin(self, start_step: int) -> None:
         """Evaluates one validation batch: data the model cannot take fails here."""
@@ -236,6 +241,20 @@ class ValidateEvery(StepCallback):
         self.last_values = values
         self.last_step = event.step
         return values
+
+
+def _torch_rng_state() -> Any:
+    """PyTorch's global CPU generator state, or None on other backends.
+
+    On PyTorch every `evaluate` draws from that generator (its data loader seeds
+    itself from it), and so does the shuffling of the training data: without putting
+    it back, a validation would change which examples the next epoch trains on.
+    """
+    if keras.backend.backend() != "torch":
+        return None
+    import torch
+
+    return torch.get_rng_state()
 
 
 def _no_loss(model: Any) -> bool:

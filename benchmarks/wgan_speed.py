@@ -384,3 +384,7 @@ def report(results: list[dict], args: argparse.Namespace) -> None:
                 else ""
             )
         )
+
+
+if __name__ == "__main__":
+    main()

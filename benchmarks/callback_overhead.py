@@ -7,6 +7,10 @@ Runs, in one process and in interleaved rounds (the order shuffled each round),
 - `kerasteps`: `LogEvery` + `StepTensorBoard` + `JSONLinesLogger`, every=100, with
   their default `reduce="mean"` (window means from the metrics' state);
 - `keras_tb`: `keras.callbacks.TensorBoard(update_freq=100)`;
+- `keras_sync`: a Keras callback whose `on_train_batch_end` does nothing and that is
+  not async-safe: on JAX and PyTorch, what any such callback costs (Keras then runs
+  batch ends on the training thread and turns the logs into Python numbers at
+  every batch, a wait for the device), kerasteps's callbacks included;
 
 and prints, for each, the median steps/s and its ratio to the bare fit, by wall clock
 and per CPU-second of the process (all its threads). On the 2-core machine these
@@ -50,6 +54,13 @@ from kerasteps.callbacks import (  # noqa: E402
 )
 
 EVERY = 100
+
+
+class NoOpSync(keras.callbacks.Callback):
+    """Does nothing at batch ends; not async-safe (Keras's default)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
 
 
 def build_model() -> keras.Model:
@@ -155,6 +166,7 @@ def main() -> None:
                     os.path.join(root, f"tb{run}"), update_freq=EVERY
                 )
             ],
+            "keras_sync": [NoOpSync()],
         }
 
     def fit(callbacks: list) -> None:

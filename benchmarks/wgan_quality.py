@@ -8,16 +8,21 @@ modes captured, share of high-quality samples (within 3 sigma of a mode), revers
 KL of the mode histogram to uniform (see `kerasteps.mixtures.mode_coverage`), the
 counters and the wall time of training.
 
+`--backend jax` (or `torch`) trains on that Keras backend, in a process of its own;
+PyTorch runs one step per call (`--spe` is taken as 1 there).
+
 Usage:
 
     python benchmarks/wgan_quality.py
     python benchmarks/wgan_quality.py --mixture ring --seeds 0 1 2 3
+    python benchmarks/wgan_quality.py --backend jax
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 #: Per-mixture defaults of `--width` and `--steps`: the grid needs a wider MLP
@@ -62,7 +67,8 @@ def train_and_evaluate(mixture: str, seed: int, args: argparse.Namespace) -> dic
         adam(args.n_critic * args.steps),
         adam(args.steps),
         steps_per_execution=args.spe,
-        jit_compile=args.jit,
+        # On JAX, Keras compiles the step only with jit_compile on (else: eager).
+        jit_compile=args.jit or keras.backend.backend() == "jax",
     )
     ds = WGAN.make_dataset(x, args.batch, args.n_critic, seed=seed, repeat=True)
     start = time.perf_counter()
@@ -99,14 +105,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spe", type=int, default=50, help="steps_per_execution")
     parser.add_argument("--jit", action="store_true", help="jit_compile=True (XLA)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds")
+    parser.add_argument(
+        "--backend",
+        choices=["tensorflow", "jax", "torch"],
+        help="the Keras backend (default: KERAS_BACKEND, else TensorFlow)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.backend and args.backend != os.environ.get("KERAS_BACKEND", "tensorflow"):
+        env = {**os.environ, "KERAS_BACKEND": args.backend}
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+    import keras
+
+    if keras.backend.backend() == "torch":
+        args.spe = 1  # Keras's torch trainer runs one step per call
 
     mixtures_to_run = ["ring", "grid"] if args.mixture == "both" else [args.mixture]
     print(
         f"WGAN-GP (penalty {args.gp}), MLP depth {args.depth}, batch {args.batch}, "
         f"n_critic {args.n_critic}, lr {args.lr} -> 1e-5, {args.samples} samples, "
-        f"sigma {args.std}",
+        f"sigma {args.std}, backend {keras.backend.backend()}",
         flush=True,
     )
     header = ("mixture", "seed", "width", "modes", "high-quality", "reverse KL")

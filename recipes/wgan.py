@@ -233,6 +233,8 @@ def main(
             rate = lr or 2e-4
         return keras.optimizers.Adam(rate, beta_1=0.5, beta_2=0.9)
 
+    if keras.backend.backend() == "torch":
+        steps_per_execution = 1  # Keras's PyTorch trainer runs one step per call
     model.compile(
         optimizer(n_critic * steps),
         optimizer(steps),

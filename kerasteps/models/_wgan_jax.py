@@ -20,14 +20,12 @@ from typing import Any, NamedTuple
 import jax
 import keras
 
-from kerasteps.models import _wgan_checks as checks
 from kerasteps.models._wgan_step import (
     CriticResult,
+    critic_batches,
     mean_of,
     penalty_terms,
-    real_examples,
     scores,
-    split_critic_batches,
 )
 
 
@@ -161,12 +159,6 @@ class JaxSteps:
             d_iterations=_iterations_index(self.d_optimizer),
         )
 
-    def _latent(self, batch: int) -> Any:
-        return self._draw_latent(batch)
-
-    def _uniform(self, batch: int, dtype: Any) -> Any:
-        return self._draw_uniform(batch, dtype)
-
     def _critic_loss(self, c_trainable, c_non_trainable, opt_values, real, fake, e):
         """The critic loss (scaled for a loss-scaling optimizer) and its parts."""
 
@@ -218,11 +210,7 @@ class JaxSteps:
         trainable, non_trainable = list(trainable), list(non_trainable)
         optimizer_values = list(optimizer_values)
         at = self._layout()
-        x = real_examples(data)
-        # The size is checked by `fit` (a last, partial element is cut here).
-        shape = (None, *x.shape[1:])
-        checks.data_shape(shape, self._sample_shape, self.n_critic, "the element")
-        real = split_critic_batches(x, self.n_critic, self._sample_shape)
+        real = critic_batches(data, self.n_critic, self._sample_shape)
         batch = real.shape[0]
 
         g_train = [trainable[i] for i in at.g_trainable]
@@ -240,13 +228,13 @@ class JaxSteps:
             results = []
             critic_grad = jax.grad(self._critic_loss, has_aux=True)
             for i in range(self.n_critic):
-                z = self._latent(batch)
+                z = self._draw_latent(batch)
                 fake, g_nt = self.generator.stateless_call(
                     g_train, g_nt, z, training=True
                 )
                 e = None
                 if self.gradient_penalty is not None:
-                    e = self._uniform(batch, fake.dtype)
+                    e = self._draw_uniform(batch, fake.dtype)
                 real_i = keras.ops.cast(real[:, i], fake.dtype)
                 grads, (d_loss, wasserstein, penalty, c_nt) = critic_grad(
                     c_train, c_nt, d_opt, real_i, fake, e
@@ -261,7 +249,7 @@ class JaxSteps:
                     ]
                 applied = keras.ops.cast(after - before, counter_dtype)
                 results.append(CriticResult(d_loss, wasserstein, penalty, applied))
-            z = self._latent(batch)
+            z = self._draw_latent(batch)
             new_seed = noise.get_current_value(seed_state)
 
         grads, (g_loss, g_nt, c_nt) = jax.grad(self._generator_loss, has_aux=True)(

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import keras
 
+from kerasteps.models import _wgan_checks as checks
+
 #: Added under the square root of the gradient norm, so that it is safe at zero.
 GP_NORM_EPSILON = 1e-12
 
@@ -51,12 +53,15 @@ def real_examples(data: Any) -> Any:
     return x
 
 
-def split_critic_batches(x: Any, n_critic: int, sample_shape: tuple) -> Any:
-    """Reshapes an element of known size to `(B, n_critic, *sample_shape)`.
+def critic_batches(data: Any, n_critic: int, sample_shape: tuple) -> Any:
+    """An element of known size as `(B, n_critic, *sample_shape)` (JAX, PyTorch).
 
-    Row `j * n_critic + i` is example `j` of critic batch `i`; a last, partial
-    element is cut to a multiple of `n_critic`.
+    Checks the rank and sample shape (`fit` checked the size). Row `j * n_critic +
+    i` is example `j` of critic batch `i`; a last, partial element is cut to a
+    multiple of `n_critic`.
     """
+    x = real_examples(data)
+    checks.data_shape((None, *x.shape[1:]), sample_shape, n_critic, "the element")
     batch = x.shape[0] // n_critic
     return keras.ops.reshape(x[: batch * n_critic], (batch, n_critic, *sample_shape))
 

@@ -15,25 +15,17 @@ from typing import Any
 import keras
 import torch
 
-from kerasteps.models import _wgan_checks as checks
 from kerasteps.models._wgan_step import (
     CriticResult,
+    critic_batches,
     mean_of,
     penalty_terms,
-    real_examples,
     scores,
-    split_critic_batches,
 )
 
 
 class TorchSteps:
     """`WGAN.train_step` for the PyTorch backend (a mixin of `WGAN`)."""
-
-    def _latent(self, batch: int) -> Any:
-        return self._draw_latent(batch)
-
-    def _uniform(self, batch: int, dtype: Any) -> Any:
-        return self._draw_uniform(batch, dtype)
 
     def _apply(self, optimizer: Any, loss: Any, variables: list) -> Any:
         """Back-propagates `loss` and applies the gradients of `variables`;
@@ -78,7 +70,7 @@ class TorchSteps:
 
     def _generator_update(self, batch: int) -> tuple[Any, Any]:
         """One generator update; returns (g_loss, 1 if applied else 0)."""
-        z = self._latent(batch)
+        z = self._draw_latent(batch)
         fake = self.generator(z, training=True)
         g_loss = -keras.ops.mean(scores(self.critic(fake, training=True)))
         applied = self._apply(
@@ -89,19 +81,15 @@ class TorchSteps:
     def train_step(self, data: Any) -> dict[str, Any]:
         """`n_critic` critic updates on fresh real batches, then one generator
         update; returns the metrics and both counters."""
-        x = real_examples(data)
-        # The size is checked by `fit` (a last, partial element is cut here).
-        shape = (None, *x.shape[1:])
-        checks.data_shape(shape, self._sample_shape, self.n_critic, "the element")
-        real = split_critic_batches(x, self.n_critic, self._sample_shape)
+        real = critic_batches(data, self.n_critic, self._sample_shape)
         batch = real.shape[0]
         results = []
         for i in range(self.n_critic):
             with torch.no_grad():  # the critic update does not train the generator
-                fake = self.generator(self._latent(batch), training=True)
+                fake = self.generator(self._draw_latent(batch), training=True)
             e = None
             if self.gradient_penalty is not None:
-                e = self._uniform(batch, fake.dtype)
+                e = self._draw_uniform(batch, fake.dtype)
             real_i = keras.ops.cast(real[:, i], fake.dtype)
             results.append(self._critic_update(real_i, fake, e))
         with torch.no_grad():

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 
+from kerasteps._terminal import LiveLine
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every, _check_positive_int
@@ -42,6 +44,48 @@ class _GlobalStepProgbar(keras.utils.Progbar):
         return (now - self._start) / done
 
 
+def _draws_in_place(progbar: keras.utils.Progbar) -> bool:
+    """True if `progbar` redraws one line on `sys.stdout` (`"\\r"`), as Keras decides.
+
+    Keras's `Progbar` redraws in place when `verbose=1` and its `_dynamic_display`
+    (stdout a tty, or any POSIX system, a notebook, PyCharm), and prints to stdout
+    unless interactive logging is off (then to `absl.logging`). `LiveLine` adds its
+    own condition: stdout is a terminal.
+    """
+    return (
+        progbar.verbose == 1
+        and bool(getattr(progbar, "_dynamic_display", False))
+        and keras.config.is_interactive_logging_enabled()
+    )
+
+
+def _while_in_fit(model: keras.Model) -> Callable[[], bool] | None:
+    """A test that this thread's current `model.fit()` call is still running.
+
+    Keras calls no callback when `fit()` raises: the call's frame is gone from the
+    thread's stack then. None if this thread is not inside `model.fit()` (a loop of
+    its own calling the callbacks).
+    """
+    frame = sys._getframe(1)
+    while frame is not None and not (
+        frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    fit_frame, thread = frame, threading.get_ident()
+
+    def alive() -> bool:
+        current = sys._current_frames().get(thread)
+        while current is not None:
+            if current is fit_frame:
+                return True
+            current = current.f_back
+        return False
+
+    return alive
+
+
 class StepProgressBar(StepCallback):
     """Shows one progress bar over the global steps of the whole run.
 
@@ -57,6 +101,14 @@ class StepProgressBar(StepCallback):
 
     It is Keras's own `keras.utils.Progbar`. Pass `verbose=0` to `fit()` so Keras
     does not draw its per-epoch bar as well.
+
+    On a terminal, log lines print above the bar: while the bar is drawn, every
+    `logging.StreamHandler` that writes to the same terminal (the `kerasteps`
+    logger's, the root logger's from `logging.basicConfig`) erases the bar, prints
+    its line, and the bar is drawn again below it, as with tqdm's
+    `logging_redirect_tqdm`. The handlers get their streams back when the run ends;
+    after a `fit()` that raised (Keras calls no callback then), at the next log
+    line or the next run of a bar. When stdout is not a terminal, nothing changes.
 
     Args:
         total_steps: Positive int, the global step at which the run is planned to
@@ -115,8 +167,11 @@ class StepProgressBar(StepCallback):
         self._values: list[tuple[str, float]] = []
         self._refreshed: float | None = None
         self._lock = threading.Lock()
+        self._line: LiveLine | None = None
 
     def on_run_begin(self, start_step: int) -> None:
+        if self._line is not None:
+            self._line.close()  # the previous run raised: no hook ended it
         self.progbar = _GlobalStepProgbar(
             self.total_steps,
             initial=start_step,
@@ -128,6 +183,11 @@ class StepProgressBar(StepCallback):
         self.count = start_step
         self._values = []
         self._refreshed = None
+        self._line = LiveLine(
+            sys.stdout,
+            enabled=_draws_in_place(self.progbar),
+            alive=_while_in_fit(self.model),
+        )
 
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
@@ -144,11 +204,16 @@ class StepProgressBar(StepCallback):
                     shown = {k: shown[k] for k in self.keys if k in shown}
                 self._values = list(shown.items())
             self.count = event.step
-            self.progbar.update(event.step, self._values, finalize=False)
+            with self._line.drawing():
+                self.progbar.update(event.step, self._values, finalize=False)
 
     def on_run_end(self, final_step: int) -> None:
         with self._lock:
             if self.progbar is None:
                 return
             self.count = final_step
-            self.progbar.update(final_step, self._values, finalize=True)
+            try:
+                with self._line.drawing():
+                    self.progbar.update(final_step, self._values, finalize=True)
+            finally:
+                self._line.close()

@@ -1,0 +1,319 @@
+"""A live line on a terminal that log lines print above (private).
+
+Owned here: `StepProgressBar` draws its bar through a `LiveLine`. While the line is
+on screen, every `logging.StreamHandler` that writes to the same terminal (the
+`kerasteps` logger's, the root logger's from `logging.basicConfig`, TensorFlow's...)
+writes through it: the line is erased, the log line printed, and the live line drawn
+again below it, as tqdm's `logging_redirect_tqdm` and Rich's live display do.
+
+- **Only on a terminal.** A `LiveLine` whose stream is not a tty does nothing: what is
+  drawn goes to the stream as it was written, and no handler is touched.
+- **The real last line.** What is drawn in `drawing()` (Keras's `Progbar` writes
+  `"\\b" * n + "\\r" + line` to `sys.stdout`) is captured and written by the
+  `LiveLine` itself, so it knows the text on screen and how many rows it takes: a line
+  wider than the terminal wraps, and both the redraw and the erase go back to its first
+  row (`"\\r"`, cursor up, erase to the end of the screen), where Keras's backspaces
+  only work on terminals that wrap backwards.
+- **Handlers.** A handler's stream is replaced by an `_AboveLine` while the line is on
+  screen (found before the line is first drawn, then again at most once a second, so
+  handlers added after the bar began count too) and put back by `close()`;
+  `logging.lastResort` (what prints warnings when no handler is set up) is stood in
+  for the same way. A stream is swapped in under the handler's lock (`setStream`),
+  so a record it is printing then is out before the line is drawn; it is put back by
+  assignment, which takes no handler's lock: `close()` may run within a handler's
+  `emit`, which holds that handler's lock and then takes the line's.
+- **Threads.** One lock orders drawing and log lines (records come from other threads,
+  e.g. the asynchronous checkpoint writer's warnings).
+- **An end without a hook.** Keras calls no callback when `fit()` raises, so the owner
+  passes `alive`: a log line that comes when the run is over closes the line first (the
+  bar stays as last drawn, the record starts on the next row, the handlers get their
+  streams back), and a newer `LiveLine` that draws closes the older ones it finds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterator
+from typing import TextIO
+
+__all__ = ["LiveLine"]
+
+#: Control sequences (colours) take no room on screen.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x1f\x7f]")
+#: Erase from the cursor to the end of the screen.
+_ERASE = "\x1b[J"
+#: How often, at most, the handlers are looked for again while the line is drawn.
+_RESCAN_SECONDS = 1.0
+
+
+def _width(text: str) -> int:
+    """Columns that `text` takes on screen (wide East Asian characters take two)."""
+    plain = _CONTROL.sub("", text)
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in plain)
+
+
+def _overwrite(line: str, written: str) -> str:
+    """The line on screen after `written` (no newline in it) was written over `line`."""
+    if "\r" in written:
+        line, written = "", written.rsplit("\r", 1)[1]
+    return line + written.replace("\b", "")
+
+
+def _terminal_stat(stream) -> os.stat_result | None:
+    """The `stat` of the terminal that `stream` writes to, or None if it is no tty."""
+    try:
+        fd = stream.fileno()
+        return os.fstat(fd) if os.isatty(fd) else None
+    except (AttributeError, OSError, ValueError):  # closed, StringIO, captured
+        return None
+
+
+def _stream_handlers() -> list[logging.StreamHandler]:
+    """Every `StreamHandler` attached to the root logger or any other logger."""
+    loggers = [logging.getLogger()] + [
+        logger
+        for logger in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(logger, logging.Logger)
+    ]
+    found: dict[int, logging.StreamHandler] = {}
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.StreamHandler):
+                found.setdefault(id(handler), handler)
+    return list(found.values())
+
+
+class _AboveLine:
+    """A handler's stream while a `LiveLine` is shown: what it writes goes above."""
+
+    def __init__(self, stream: TextIO, line: LiveLine):
+        self.stream = stream
+        self.line = line
+
+    def write(self, text: str) -> int:
+        return self.line._write_above(self.stream, text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)  # name, encoding, fileno, isatty...
+
+
+class LiveLine:
+    """One line redrawn in place at the bottom of a terminal; log lines go above it.
+
+    Args:
+        stream: The terminal stream the line is drawn on (the real `sys.stdout`):
+            `drawing()` captures what its block writes to `sys.stdout` and writes
+            it here.
+        enabled: False to leave everything as it is (the line is not drawn in place).
+        alive: Returns False once the owner's run is over without `close()` (a
+            `fit()` that raised); None: until `close()`.
+
+    Example:
+
+    >>> import sys
+    >>> from kerasteps._terminal import LiveLine
+    >>> line = LiveLine(sys.stdout)  # here not a terminal: it changes nothing
+    >>> line.active
+    False
+    >>> with line.drawing():  # on a terminal: captured, drawn as the live line
+    ...     print(" 3/10 - loss: 0.1234")
+     3/10 - loss: 0.1234
+    >>> line.close()
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        enabled: bool = True,
+        alive: Callable[[], bool] | None = None,
+    ):
+        self.stream = stream
+        self._stat = _terminal_stat(stream) if enabled else None
+        self._alive = alive
+        self._lock = threading.RLock()
+        self._text = ""  # the live line, as last drawn
+        self._width = 0  # its width on screen, in columns
+        self._shown = False  # on screen, the cursor at its end
+        self._partial = False  # a log write without its newline came last
+        self._closed = False
+        self._wrapped: list[tuple[logging.StreamHandler, _AboveLine]] = []
+        self._last_resort: tuple[logging.Handler, logging.Handler] | None = None
+        self._scanned = -float("inf")
+
+    @property
+    def active(self) -> bool:
+        """True while the line is drawn in place on a terminal (until `close()`)."""
+        return self._stat is not None and not self._closed
+
+    @property
+    def text(self) -> str:
+        """The live line as last drawn (control sequences included)."""
+        return self._text
+
+    @contextlib.contextmanager
+    def drawing(self) -> Iterator[None]:
+        """Captures what the block writes to `sys.stdout` and draws it as the line.
+
+        Text up to a newline becomes a finished line (it scrolls up with the log
+        lines); the text after the last newline is the live line.
+        """
+        if not self.active:
+            yield
+            return
+        captured = io.StringIO()
+        with self._lock:
+            if time.monotonic() - self._scanned >= _RESCAN_SECONDS:
+                self._wrap_handlers()  # before the line is on screen
+            try:
+                with contextlib.redirect_stdout(captured):
+                    yield
+            finally:
+                self._draw(captured.getvalue())
+
+    def close(self) -> None:
+        """Gives every handler its stream back and leaves the cursor on a new row."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for handler, wrapper in self._wrapped:
+                if handler.stream is wrapper:
+                    handler.stream = wrapper.stream
+            self._wrapped = []
+            if self._last_resort is not None:
+                original, ours = self._last_resort
+                if logging.lastResort is ours:
+                    logging.lastResort = original
+                self._last_resort = None
+            self._alive = None  # what it holds (a `fit()` frame) may go
+            if (self._shown and self._text) or self._partial:
+                self._write("\n")
+            self._shown = self._partial = False
+
+    # -- drawing ------------------------------------------------------------------
+    def _columns(self) -> int | None:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or None
+        except (AttributeError, OSError, ValueError):
+            return None
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+        except UnicodeEncodeError:  # as Keras's print_msg: its bar in plain ASCII
+            encoding = getattr(self.stream, "encoding", None) or "utf-8"
+            text = text.replace("━", "=").encode(encoding, "replace").decode(encoding)
+            self.stream.write(text)
+        self.stream.flush()
+
+    def _home(self) -> str:
+        """Moves the cursor to the first column of the live line's first row."""
+        if self._partial:
+            self._partial = False
+            return "\n"  # keep a log line that has no newline yet
+        columns = self._columns()
+        # A line as wide as the terminal or wider wraps. The rows are counted at the
+        # current width: terminals that reflow lines when resized show it that way.
+        rows_above = (self._width - 1) // columns if self._shown and columns else 0
+        return "\r" + (f"\x1b[{rows_above}A" if rows_above > 0 else "")
+
+    def _set_line(self, text: str) -> None:
+        self._text = text
+        self._width = _width(text)
+        self._shown = bool(text)
+
+    def _draw(self, captured: str) -> None:
+        if not captured:
+            return
+        *finished, live = captured.split("\n")
+        out = [self._home(), _ERASE]
+        line = self._text
+        for written in finished:
+            out.append(_overwrite(line, written) + "\n")
+            line = ""
+        line = _overwrite(line, live)
+        out.append(line)
+        self._write("".join(out))
+        self._set_line(line)
+
+    # -- log lines ----------------------------------------------------------------
+    def _write_above(self, stream: TextIO, text: str) -> int:
+        if not self._closed and self._alive is not None and not self._alive():
+            self.close()  # the run ended without telling (fit raised)
+        with self._lock:
+            if self._closed:
+                return stream.write(text)
+            if text and self._shown and not self._partial:
+                self._write(self._home() + _ERASE)
+                self._shown = False
+            written = stream.write(text)
+            stream.flush()
+            if text.endswith("\n"):
+                self._partial = False
+                if self._text:
+                    self._write(self._text)
+                    self._shown = True
+            elif text:
+                self._partial = True
+            return written
+
+    def _wrap_handlers(self) -> None:
+        """Sends the handlers that write to this terminal through `_AboveLine`."""
+        self._scanned = time.monotonic()
+        for handler in _stream_handlers():
+            stream = getattr(handler, "stream", None)
+            if isinstance(stream, _AboveLine):
+                if stream.line is self:
+                    continue
+                stream.line.close()  # an older line (its run raised): this one is on
+                stream = handler.stream
+                if isinstance(stream, _AboveLine):
+                    continue
+            other = _terminal_stat(stream)
+            if other is None or not os.path.samestat(other, self._stat):
+                continue
+            wrapper = _AboveLine(stream, self)
+            try:
+                # Under the handler's lock: a record it is printing now is out first.
+                handler.setStream(wrapper)
+            except AttributeError:  # a read-only `stream` (logging.lastResort's kind)
+                continue
+            self._wrapped.append((handler, wrapper))
+        self._wrap_last_resort()
+
+    def _wrap_last_resort(self) -> None:
+        """`logging.lastResort` (WARNING and up when no logger has a handler) too.
+
+        Its `stream` is always the current `sys.stderr`, so it cannot be swapped:
+        a handler of the same level and format writing through `_AboveLine` stands in
+        for it while the line is on screen.
+        """
+        if self._last_resort is not None:
+            return
+        original = logging.lastResort
+        stream = getattr(original, "stream", None)
+        if isinstance(stream, _AboveLine) and stream.line is not self:
+            stream.line.close()  # an older line's stand-in
+            original = logging.lastResort
+        if not isinstance(original, logging.StreamHandler) or isinstance(
+            original.stream, _AboveLine
+        ):
+            return
+        stat = _terminal_stat(original.stream)
+        if stat is None or not os.path.samestat(stat, self._stat):
+            return
+        ours = logging.StreamHandler(_AboveLine(original.stream, self))
+        ours.setLevel(original.level)
+        ours.setFormatter(original.formatter)
+        self._last_resort = (original, ours)
+        logging.lastResort = ours

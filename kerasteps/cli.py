@@ -5,7 +5,7 @@ kerasteps --version
 kerasteps list [--paths]                   recipes and their one-line descriptions
 kerasteps run NAME|FILE.py [OPTIONS]...    run a recipe (NAME --help: its options)
 kerasteps board LOGDIR [--host] [--port] [-- TENSORBOARD_ARGS...]
-kerasteps plot LOGDIR [-o curves.png] [--tag TAG]...
+kerasteps plot LOGDIR [-o curves.png] [--tag TAG]... [--all] [--xscale auto|linear|log]
 kerasteps summary LOGDIR [--tag TAG]...
 ```
 
@@ -58,6 +58,14 @@ _LOSS_WORDS = frozenset(
 _ACCURACY_WORDS = frozenset(
     {"acc", "accuracy", "auc", "precision", "recall", "f1", "iou", "psnr", "ssim"}
 )
+# A word of a GAN player anywhere in a tag: its loss is not minimised (adversarial).
+_GAN_ROLE_WORDS = frozenset(
+    {"d", "g", "gen", "disc", "generator", "discriminator", "critic"}
+    | {"adversarial", "adv"}
+)
+# Tags without a direction whatever their words: learning rates, step counters.
+_UNDIRECTED_PREFIXES = ("learning_rate", "counters")
+_UNDIRECTED_SUFFIX = "_per_second"  # throughput (kerasteps.callbacks.Throughput)
 
 
 @click.group(context_settings=_CONTEXT)
@@ -259,13 +267,6 @@ def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     return scalars
 
 
-def _all_tags(scalars: dict[str, dict[str, list]]) -> list[str]:
-    tags: list[str] = []
-    for run_tags in scalars.values():
-        tags += [tag for tag in run_tags if tag not in tags]
-    return sorted(tags)
-
-
 @main.command(context_settings=_CONTEXT)
 @click.argument("logdir", type=_LOGDIR)
 @click.option(
@@ -276,48 +277,68 @@ def _all_tags(scalars: dict[str, dict[str, list]]) -> list[str]:
     show_default=True,
     help="Image file; its extension picks the format (png, pdf, svg, ...).",
 )
-@click.option("--tag", "tags", multiple=True, help="Plot only this tag (repeatable).")
-def plot(logdir: str, output: str, tags: tuple[str, ...]) -> None:
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Plot only this tag, always, in the order given (repeatable).",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also plot step counters and tags that are constant in every run.",
+)
+@click.option(
+    "--xscale",
+    type=click.Choice(["auto", "linear", "log"]),
+    default="auto",
+    show_default=True,
+    help="Step axis; auto is log when the runs' last steps differ more than 20x.",
+)
+def plot(
+    logdir: str, output: str, tags: tuple[str, ...], show_all: bool, xscale: str
+) -> None:
     """Plot scalar curves of LOGDIR against the global step.
 
-    One subplot per tag, one line per run (each directory under LOGDIR holding
-    event files).
+    One panel per tag, one line per run (each directory under LOGDIR holding
+    event files, at any depth), one colour per run in every panel.
+
+    Order: loss-like tags first (loss itself, then the others), then
+    accuracy-like tags, then the rest, then learning rates, throughput and
+    timing, and step counters; names in natural order within each group, val_x
+    right after x. The kind comes from the tag's last /-component without a
+    val_, epoch_ or batch_ prefix: a word such as loss, error, mse, mae,
+    crossentropy, nll or penalty is loss-like; acc, accuracy, auc, precision,
+    recall, f1, iou, psnr or ssim accuracy-like.
+
+    Left out unless --all or --tag: counters/* (a plain model's counters/step
+    is the line y = x) and tags whose values are constant in every run (a
+    constant learning rate). The output says what was left out.
+
+    Step axis (--xscale auto): log when the largest last step of a run is more
+    than 20 times the smallest (full-batch vs per-example SGD), else linear. The
+    log axis is linear below step 1, so step 0 shows.
+
+    NaN and inf points are not drawn; their panel says how many there were.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
-    scalars = _read(logdir, tags)
-    tag_list = list(tags) if tags else _all_tags(scalars)
-    columns = min(2, len(tag_list))
-    rows = math.ceil(len(tag_list) / columns)
-    figure = Figure(figsize=(6 * columns, 3.6 * rows), layout="constrained")
-    canvas = FigureCanvasAgg(figure)
+    from kerasteps import _plot
+
     extension = Path(output).suffix.lstrip(".").lower()
-    formats = canvas.get_supported_filetypes()
+    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
     if extension not in formats:
         raise click.BadParameter(
             f"unsupported image format {output!r}; use one of "
             f"{', '.join('.' + name for name in sorted(formats))}.",
             param_hint="'--output'",
         )
-    for index, tag in enumerate(tag_list):
-        axes = figure.add_subplot(rows, columns, index + 1)
-        for color, (run, run_tags) in enumerate(scalars.items()):
-            points = run_tags.get(tag)
-            if points:
-                steps = [point[0] for point in points]
-                values = [point[1] for point in points]
-                marker = "." if len(points) <= 50 else None
-                # One color per run in every subplot.
-                axes.plot(steps, values, f"C{color % 10}", marker=marker, label=run)
-        axes.set_title(tag)
-        axes.set_xlabel("global step")
-        axes.xaxis.set_major_locator(
-            MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10])
-        )
-        axes.grid(True, alpha=0.3)
-        axes.legend(fontsize="small")
+    scalars = _read(logdir, tags)
+    tag_list, left_out = _plot.choose_tags(scalars, tags, show_all)
+    scale = _plot.choose_xscale(scalars, tag_list, xscale)
+    figure = _plot.make_figure(scalars, tag_list, scale)
     try:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(output, format=extension)
@@ -326,18 +347,39 @@ def plot(logdir: str, output: str, tags: tuple[str, ...]) -> None:
             f"cannot write {output!r}: {error.strerror or error}.",
             param_hint="'--output'",
         ) from None
-    click.echo(f"Wrote {output} ({len(tag_list)} tags, {len(scalars)} runs).")
+    ends = _plot.run_ends(scalars, tag_list)
+    click.echo(
+        f"Wrote {output} ({_count(len(tag_list), 'tag')}, {_count(len(ends), 'run')})."
+    )
+    if left_out:
+        click.echo(_plot.left_out_line(left_out, scalars))
+    if xscale == "auto" and scale == "log":
+        click.echo(
+            f"Log step axis: the runs end between step {min(ends.values())} and "
+            f"step {max(ends.values())}; --xscale linear for a linear one."
+        )
+
+
+def _count(number: int, noun: str) -> str:
+    """`_count(1, "run")` is "1 run", `_count(3, "run")` "3 runs"."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def best_mode(tag: str) -> str | None:
     """Says whether the best value of a scalar tag is its minimum or maximum.
 
-    The rule: split the last `/`-component of the tag into lower-case words (on
-    any non-alphanumeric character). A loss-like word (`loss`, `error`, `mse`,
-    `mae`, `rmse`, `crossentropy`, `nll`, `perplexity`, `fid`, ...) means min;
-    otherwise an accuracy-like word (`acc`, `accuracy`, `auc`, `precision`,
-    `recall`, `f1`, `iou`, `psnr`, `ssim`) means max; otherwise there is no best
-    (learning rate, step counters, throughput, a Wasserstein estimate).
+    The rule: split the tag into lower-case words (on `/` and any other
+    non-alphanumeric character). A tag has no known direction, and so no best, if
+    it is a learning rate or a step counter (`learning_rate`, `learning_rate/*`,
+    `counters/*`), a throughput (`*_per_second`), or if any of its words names a
+    GAN player (`d`, `g`, `gen`, `disc`, `generator`, `discriminator`, `critic`,
+    `adversarial`, `adv`): adversarial losses are not minimised. Otherwise a
+    loss-like word in the tag's last `/`-component (`loss`, `error`, `mse`,
+    `mae`, `rmse`, `crossentropy`, `nll`, `perplexity`, `fid`, ...) means min, an
+    accuracy-like word there (`acc`, `accuracy`, `auc`, `precision`, `recall`,
+    `f1`, `iou`, `psnr`, `ssim`) means max, and anything else (a Wasserstein
+    estimate, a gradient penalty, mode coverage) has no best. `val_` and
+    `epoch_` forms follow their metric.
 
     Args:
         tag: A scalar tag, e.g. `"val_loss"` or `"epoch_accuracy"`.
@@ -348,10 +390,16 @@ def best_mode(tag: str) -> str | None:
     Example:
 
     >>> from kerasteps.cli import best_mode
-    >>> [best_mode(t) for t in ("d_loss", "val/accuracy", "learning_rate")]
-    ['min', 'max', None]
+    >>> [best_mode(t) for t in ("val_loss", "val/accuracy", "d_loss", "wasserstein")]
+    ['min', 'max', None, None]
     """
-    words = set(re.split(r"[^a-z0-9]+", tag.rsplit("/", 1)[-1].lower()))
+    lower = tag.lower()
+    first = lower.split("/", 1)[0]
+    if first in _UNDIRECTED_PREFIXES or lower.endswith(_UNDIRECTED_SUFFIX):
+        return None
+    if set(re.split(r"[^a-z0-9]+", lower)) & _GAN_ROLE_WORDS:
+        return None
+    words = set(re.split(r"[^a-z0-9]+", lower.rsplit("/", 1)[-1]))
     if words & _LOSS_WORDS:
         return "min"
     if words & _ACCURACY_WORDS:
@@ -359,53 +407,70 @@ def best_mode(tag: str) -> str | None:
     return None
 
 
+_SUMMARY_HEADER = (
+    "RUN", "TAG", "POINTS", "LAST_STEP", "LAST", "BEST", "BEST_STEP", "MIN", "MAX"
+)  # fmt: skip
+_NOT_APPLICABLE = "-"
+
+
+def _summary_row(run: str, tag: str, points: list) -> tuple[str, ...]:
+    """One row of `kerasteps summary`: BEST and BEST_STEP, or MIN and MAX."""
+    from kerasteps.formatting import format_value
+
+    def text(value: float) -> str:
+        return format_value(value, name=tag)
+
+    values = [(step, value) for step, value, *_ in points if not math.isnan(value)]
+    mode = best_mode(tag)
+    best = best_step = low = high = _NOT_APPLICABLE
+    if mode is not None:
+        pick = min if mode == "min" else max
+        if values:  # the first step that reached the best value
+            step, value = pick(values, key=lambda point: point[1])
+            best, best_step = text(value), str(step)
+        else:
+            best = "nan"
+    elif values:
+        low = text(min(value for _, value in values))
+        high = text(max(value for _, value in values))
+    else:
+        low = high = "nan"
+    last_step, last = points[-1][0], points[-1][1]
+    counts = (str(len(points)), str(last_step))
+    return (run, tag, *counts, text(last), best, best_step, low, high)
+
+
 @main.command(context_settings=_CONTEXT)
 @click.argument("logdir", type=_LOGDIR)
 @click.option("--tag", "tags", multiple=True, help="Show only this tag (repeatable).")
 def summary(logdir: str, tags: tuple[str, ...]) -> None:
-    """Print a table of runs x tags: last step, last value, best value.
+    """Print a table of runs x tags: last value, and best or min and max.
 
-    BEST is the minimum for loss-like tags (a word such as loss, error, mse,
-    mae, crossentropy in the tag's last component), the maximum for
-    accuracy-like tags (acc, accuracy, auc, precision, recall, f1, iou, psnr,
-    ssim), and `-` for others (learning rate, counters, ...); MODE says which.
+    \b
+    One row per run and tag:
+      POINTS     how many points the tag has
+      LAST_STEP  the step of its last point; LAST its value
+      BEST       for a tag whose direction is known, its best value: the
+                 minimum for loss-like tags (loss, error, mse, mae,
+                 crossentropy, ... in the tag's last component), the maximum
+                 for accuracy-like tags (acc, accuracy, auc, precision,
+                 recall, f1, iou, psnr, ssim), `val_` forms included;
+                 BEST_STEP the first step that reached it
+      MIN, MAX   for every other tag (learning rates, counters, throughput,
+                 a GAN's d_loss and g_loss, a Wasserstein estimate, ...):
+                 its smallest and largest value
+    `-` marks a column that does not apply; NaN points are left out of BEST,
+    MIN and MAX. Numbers are printed as LogEvery prints them (1.396970,
+    1.0995e-05, throughput with 4 significant digits).
     """
+    from kerasteps.formatting import format_table
+
     scalars = _read(logdir, tags)
-    header = ("RUN", "TAG", "POINTS", "LAST_STEP", "LAST", "BEST", "BEST_STEP", "MODE")
-    rows = [header]
+    rows = [_SUMMARY_HEADER]
     for run, run_tags in scalars.items():
         for tag, points in run_tags.items():
-            last_step, last = points[-1][0], points[-1][1]
-            mode = best_mode(tag)
-            if mode is None:
-                best, best_step = "-", "-"
-            else:
-                pick = min if mode == "min" else max
-                step, value = pick(
-                    ((p[0], p[1]) for p in points if not math.isnan(p[1])),
-                    key=lambda point: point[1],
-                    default=(None, math.nan),
-                )
-                best, best_step = f"{value:.6g}", "-" if step is None else str(step)
-            rows.append(
-                (
-                    run,
-                    tag,
-                    str(len(points)),
-                    str(last_step),
-                    f"{last:.6g}",
-                    best,
-                    best_step,
-                    mode or "-",
-                )
-            )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        click.echo(
-            "  ".join(
-                cell.ljust(w) for cell, w in zip(row, widths, strict=True)
-            ).rstrip()
-        )
+            rows.append(_summary_row(run, tag, points))
+    click.echo(format_table(rows))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ its value at the checkpoint's step.
 
 import click
 
+from kerasteps.formatting import format_table, format_value
 from kerasteps.recipe import common_options, log_to_console, print_log_hint
 
 # Mode name -> batch size (None: all examples), in the order of the table.
@@ -343,7 +344,7 @@ def main(
     click.echo(
         f"{examples} {'spectrum' if data is None else 'data'} pairs of {n_fft} "
         f"points; MSE of the initial network (the same in every mode): "
-        f"{initial_mse:.6f}"
+        f"{format_value(initial_mse)}"
     )
     interrupted = None
     for mode, batch_size in MODES.items():
@@ -486,19 +487,13 @@ def print_table(rows, examples):
                 str(row["updates_per_epoch"]),
                 f"{epochs:.4g}",
                 str(row["updates"]),
-                f"{row['mse'][-1]:.6f}",
-                f"{seconds:.3f}",
-                f"{speed:,.0f}",
+                format_value(row["mse"][-1]),
+                format_value(seconds, precision=3),
+                format_value(speed, name="examples_per_second"),
             )
         )
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     click.echo("")
-    for line in table:
-        cells = [line[0].ljust(widths[0])]
-        cells += [
-            cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True)
-        ]
-        click.echo("  ".join(cells))
+    click.echo(format_table(table))
     by_mode = {row["mode"]: row for row in rows}
     if "sgd" in by_mode and "full_batch" in by_mode:
         ratio = by_mode["sgd"]["updates_per_epoch"] // max(

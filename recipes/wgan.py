@@ -27,6 +27,7 @@ d_step=... at step N` (N = g_step), the same values and both counters in TensorB
 
 import click
 
+from kerasteps.formatting import format_value
 from kerasteps.recipe import (
     common_options,
     log_to_console,
@@ -311,7 +312,7 @@ def main(
         click.echo(
             f"Mode coverage of 10000 samples: {coverage.modes_captured}/"
             f"{coverage.n_modes} modes, {coverage.high_quality:.1%} within 3 sigma, "
-            f"reverse KL {coverage.reverse_kl:.4f}."
+            f"reverse KL {format_value(coverage.reverse_kl)}."
         )
     print_log_hint(logdir)
 

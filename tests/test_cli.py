@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from tensorboard.compat.proto import summary_pb2
 
 import kerasteps
-from kerasteps import events, recipe
+from kerasteps import _plot, events, recipe
 from kerasteps.cli import best_mode, main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -338,6 +338,7 @@ def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
     output = tmp_path / "out" / "curves.png"
     result = invoke("plot", str(logdir), "-o", str(output))
     assert result.exit_code == 0, result.output
+    # learning_rate has one point: not "constant", so it is drawn.
     assert result.output == f"Wrote {output} (3 tags, 2 runs).\n"
     image = matplotlib.image.imread(output)
     assert image.shape[:2] == (720, 1200)  # 2 x 2 grid of 6 x 3.6 in at 100 dpi
@@ -346,13 +347,213 @@ def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
     only = tmp_path / "loss.png"
     result = invoke("plot", str(logdir), "-o", str(only), "--tag", "loss")
     assert result.exit_code == 0, result.output
-    assert "(1 tags, 2 runs)" in result.output
+    assert result.output == f"Wrote {only} (1 tag, 2 runs).\n"
     assert matplotlib.image.imread(only).shape[:2] == (360, 600)
 
     result = invoke(
         "plot", str(logdir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
     )
-    assert "(1 tags, 1 runs)" in result.output  # only run "b" has it
+    assert "(1 tag, 1 run)." in result.output  # only run "b" has it
+
+
+@pytest.fixture(scope="module")
+def plain_runs(tmp_path_factory) -> Path:
+    """Two runs of a plain model under run-N folders, as the recipes write them:
+    y = x step counters, a constant learning rate, loss and accuracy."""
+    root = tmp_path_factory.mktemp("plain")
+    for run, steps in (("run-1/train", [10, 20, 30]), ("run-2/train", [10, 20])):
+        write_scalars(
+            root / run,
+            {
+                "loss": [(step, 1.0 / step) for step in steps],
+                "accuracy": [(step, step / 40) for step in steps],
+                "counters/step": [(step, float(step)) for step in steps],
+                "learning_rate": [(step, 0.125) for step in steps],
+            },
+        )
+    return root
+
+
+def test_plot_leaves_out_counters_and_constant_tags(plain_runs, tmp_path):
+    output = tmp_path / "curves.png"
+    result = invoke("plot", str(plain_runs), "-o", str(output))
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"Wrote {output} (2 tags, 2 runs).\n"
+        "Left out: learning_rate = 0.125 (constant); counters/step (step counter)."
+        " --all shows them.\n"
+    )
+    assert matplotlib.image.imread(output).shape[:2] == (360, 1200)  # 1 x 2
+
+    result = invoke("plot", str(plain_runs), "-o", str(output), "--all")
+    assert result.output == f"Wrote {output} (4 tags, 2 runs).\n"
+    assert matplotlib.image.imread(output).shape[:2] == (720, 1200)  # 2 x 2
+
+    # A tag named with --tag is always drawn, and nothing is said left out.
+    result = invoke(
+        "plot", str(plain_runs), "-o", str(output), "--tag", "counters/step"
+    )
+    assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
+
+    # The figure: panels in order, one line per run, one legend naming the runs.
+    scalars = events.read_scalars(plain_runs)
+    tags, left_out = _plot.choose_tags(scalars)
+    assert tags == ["loss", "accuracy"]
+    assert left_out == [
+        ("learning_rate", "constant"),
+        ("counters/step", "step counter"),
+    ]
+    figure = _plot.make_figure(scalars, tags)
+    assert [axes.get_title() for axes in figure.axes] == ["loss", "accuracy"]
+    loss_lines = figure.axes[0].get_lines()
+    assert [list(line.get_xdata()) for line in loss_lines] == [[10, 20, 30], [10, 20]]
+    assert [line.get_label() for line in loss_lines] == ["run-1/train", "run-2/train"]
+    (legend,) = figure.legends
+    assert [text.get_text() for text in legend.get_texts()] == [
+        "run-1/train",
+        "run-2/train",
+    ]
+    assert _plot.choose_tags(scalars, show_all=True) == (
+        ["loss", "accuracy", "learning_rate", "counters/step"],
+        [],
+    )
+
+
+def test_plot_constant_rule():
+    flat = [(1, 0.5), (2, 0.5)]
+    # Constant in every run, even at different values: left out, without a value.
+    scalars = {
+        "a": {"loss": [(1, 1.0), (2, 0.5)], "lr": flat},
+        "b": {"lr": [(1, 0.1)] * 2},
+    }
+    tags, left_out = _plot.choose_tags(scalars)
+    assert (tags, left_out) == (["loss"], [("lr", "constant")])
+    assert _plot.left_out_line(left_out, scalars) == (
+        "Left out: lr (constant). --all shows it."
+    )
+    # Changes in one run: drawn. One point per run is not "constant". NaN or inf
+    # is never constant (the panel says so instead).
+    scalars = {
+        "a": {"lr": flat},
+        "b": {"lr": [(1, 0.1), (2, 0.2)]},
+        "c": {"x": [(1, 1.0)]},
+    }
+    assert _plot.choose_tags(scalars) == (["x", "lr"], [])
+    inf = float("inf")
+    assert _plot.choose_tags({"a": {"kl": [(1, inf), (2, inf)], "loss": flat}}) == (
+        ["kl"],
+        [("loss", "constant")],
+    )
+    # When everything would be left out, nothing is.
+    only_bookkeeping = {"a": {"counters/step": [(1, 1.0), (2, 2.0)], "lr": flat}}
+    assert _plot.choose_tags(only_bookkeeping) == (["lr", "counters/step"], [])
+
+
+def test_plot_tag_order():
+    # kerasteps's WGAN tags, Keras's TensorBoard names, and user metrics.
+    tags = [
+        "wasserstein", "steps_per_second", "learning_rate/g", "counters/g_step",
+        "reverse_kl", "gradient_penalty", "g_loss", "d_loss", "learning_rate/d",
+        "counters/d_step", "examples_per_second", "modes_captured",
+        "val_accuracy", "accuracy", "val_loss", "loss", "epoch_learning_rate",
+        "output_10_loss", "output_2_loss", "val_mae", "mae", "auc",
+    ]  # fmt: skip
+    assert _plot.order_tags(tags) == [
+        # loss first, then the other loss-like tags, val_x right after x
+        "loss", "val_loss", "d_loss", "g_loss", "gradient_penalty", "mae",
+        "val_mae", "output_2_loss", "output_10_loss",
+        # accuracy-like
+        "accuracy", "val_accuracy", "auc",
+        # the rest
+        "modes_captured", "reverse_kl", "wasserstein",
+        # learning rates, throughput, counters
+        "epoch_learning_rate", "learning_rate/d", "learning_rate/g",
+        "examples_per_second", "steps_per_second",
+        "counters/d_step", "counters/g_step",
+    ]  # fmt: skip
+
+
+def test_plot_xscale_rule(tmp_path):
+    def runs(*ends):
+        return {f"r{i}": {"loss": [(0, 1.0), (end, 0.5)]} for i, end in enumerate(ends)}
+
+    assert _plot.LOG_RATIO == 20
+    assert _plot.choose_xscale(runs(20, 400), ["loss"]) == "linear"  # 20x: linear
+    assert _plot.choose_xscale(runs(20, 401), ["loss"]) == "log"
+    assert _plot.choose_xscale(runs(0, 20), ["loss"]) == "linear"  # 0 counts as 1
+    assert _plot.choose_xscale(runs(0, 21), ["loss"]) == "log"
+    assert _plot.choose_xscale(runs(60000), ["loss"]) == "linear"  # one run
+    assert _plot.choose_xscale(runs(20, 60000), ["loss"], "linear") == "linear"
+    assert _plot.choose_xscale(runs(20, 40), ["loss"], "log") == "log"
+    with pytest.raises(ValueError, match="`xscale` must be one of auto, linear, log"):
+        _plot.choose_xscale(runs(20), ["loss"], "symlog")
+
+    # batch_vs_sgd's shape: full batch ends at step 20, SGD at 60000.
+    write_scalars(tmp_path / "full_batch" / "train", {"loss": [(0, 1.0), (20, 0.5)]})
+    write_scalars(
+        tmp_path / "sgd" / "train",
+        {"loss": [(0, 1.0)] + [(step, 0.1) for step in range(100, 60001, 100)]},
+    )
+    output = tmp_path / "bvs.png"
+    result = invoke("plot", str(tmp_path), "-o", str(output))
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"Wrote {output} (1 tag, 2 runs).\n"
+        "Log step axis: the runs end between step 20 and step 60000;"
+        " --xscale linear for a linear one.\n"
+    )
+    result = invoke("plot", str(tmp_path), "-o", str(output), "--xscale", "linear")
+    assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
+    scalars = events.read_scalars(tmp_path)
+    axes = _plot.make_figure(scalars, ["loss"], "log").axes[0]
+    assert axes.get_xscale() == "symlog"  # linear below 1, so that step 0 shows
+    assert axes.get_xlabel() == "global step (log)"
+    low, high = axes.get_xlim()
+    assert low <= 0 and high >= 60000
+    assert _plot.make_figure(scalars, ["loss"], "linear").axes[0].get_xscale() == (
+        "linear"
+    )
+
+
+def test_plot_notes_non_finite_values(tmp_path):
+    inf, nan = float("inf"), float("nan")
+    write_scalars(
+        tmp_path / "train",
+        {
+            "reverse_kl": [(step, inf) for step in range(20, 241, 20)],
+            "wasserstein": [(1, 0.5), (2, inf), (3, 0.25), (4, -inf), (5, 0.125)],
+            "g_loss": [(1, 1.0), (2, nan), (3, 0.5)],
+        },
+    )
+    output = tmp_path / "curves.png"
+    result = invoke("plot", str(tmp_path), "-o", str(output))
+    assert result.exit_code == 0, result.output
+    assert result.output == f"Wrote {output} (3 tags, 1 run).\n"
+    assert matplotlib.image.imread(output).shape[:2] == (720, 1200)
+
+    figure = _plot.make_figure(
+        events.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
+    )
+    g_loss, reverse_kl, wasserstein = figure.axes
+    # All inf: no line, a centred note, and the panel spans the steps written.
+    assert reverse_kl.get_lines() == []
+    (note,) = reverse_kl.texts
+    assert note.get_text() == "all 12 values are inf"
+    assert note.get_position() == (0.5, 0.5)
+    low, high = reverse_kl.get_xlim()
+    assert low <= 20 and high >= 240
+    # Some not finite: the finite points are drawn, the note counts the others.
+    (line,) = wasserstein.get_lines()
+    assert list(line.get_xdata()) == [1, 3, 5]
+    assert [t.get_text() for t in wasserstein.texts] == [
+        "2 of 5 values are not finite (not drawn)"
+    ]
+    assert [t.get_text() for t in g_loss.texts] == ["1 of 3 values is NaN (not drawn)"]
+    # With several runs the note names the run.
+    two = {"a": {"kl": [(1, inf)] * 2}, "b": {"kl": [(1, 1.0), (2, nan)]}}
+    assert [t.get_text() for t in _plot.make_figure(two, ["kl"]).axes[0].texts] == [
+        "a: all 2 values are inf\nb: 1 of 2 values is NaN (not drawn)"
+    ]
 
 
 def test_plot_and_summary_usage_errors(logdir, tmp_path):
@@ -379,6 +580,7 @@ def test_plot_and_summary_usage_errors(logdir, tmp_path):
             "unsupported image format",
         ),
         (["plot", str(logdir), "--bogus"], "No such option"),
+        (["plot", str(logdir), "--xscale", "symlog"], "Invalid value for '--xscale'"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(main, args)
@@ -392,20 +594,30 @@ def test_plot_and_summary_usage_errors(logdir, tmp_path):
 
 
 # ----------------------------------------------------------------------- summary
+SUMMARY_HEADER = [
+    "RUN", "TAG", "POINTS", "LAST_STEP", "LAST", "BEST", "BEST_STEP", "MIN", "MAX"
+]  # fmt: skip
+
+
 def test_summary_table(logdir):
     result = invoke("summary", str(logdir))
     assert result.exit_code == 0, result.output
-    rows = [line.split() for line in result.output.splitlines()]
-    assert rows[0] == [
-        "RUN", "TAG", "POINTS", "LAST_STEP", "LAST", "BEST", "BEST_STEP", "MODE"
-    ]  # fmt: skip
+    lines = result.output.splitlines()
+    rows = [line.split() for line in lines]
+    assert rows[0] == SUMMARY_HEADER
     assert rows[1:] == [
-        ["a/train", "accuracy", "3", "30", "0.75", "0.875", "20", "max"],
-        ["a/train", "loss", "3", "30", "0.5", "0.25", "20", "min"],
-        ["b", "accuracy", "2", "15", "0.5", "0.625", "5", "max"],
-        ["b", "learning_rate", "1", "5", "0.125", "-", "-", "-"],
-        ["b", "loss", "2", "15", "1.5", "1.5", "15", "min"],
+        ["a/train", "accuracy", "3", "30", "0.750000", "0.875000", "20", "-", "-"],
+        ["a/train", "loss", "3", "30", "0.500000", "0.250000", "20", "-", "-"],
+        ["b", "accuracy", "2", "15", "0.500000", "0.625000", "5", "-", "-"],
+        ["b", "learning_rate", "1", "5", "0.125000", "-", "-", "0.125000", "0.125000"],
+        ["b", "loss", "2", "15", "1.500000", "1.500000", "15", "-", "-"],
     ]
+    # Names left-aligned, numbers right-aligned, two spaces apart.
+    assert lines[0].startswith("RUN      TAG            POINTS  LAST_STEP      LAST")
+    assert lines[4] == (
+        "b        learning_rate       1          5  0.125000         -          -"
+        "  0.125000  0.125000"
+    )
     result = invoke("summary", str(logdir), "--tag", "loss")
     assert [line.split()[:2] for line in result.output.splitlines()[1:]] == [
         ["a/train", "loss"],
@@ -413,15 +625,134 @@ def test_summary_table(logdir):
     ]
 
 
-def test_best_mode_rule():
-    assert (
-        best_mode("loss") == best_mode("val_loss") == best_mode("epoch_loss") == "min"
+def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
+    """A real WGAN fit and a real plain fit with validation, read back by the CLI."""
+    from conftest import tiny_model, tiny_wgan
+
+    from kerasteps.callbacks import StepTensorBoard, Throughput, ValidateEvery
+    from kerasteps.formatting import format_value
+    from kerasteps.mixtures import ring_of_gaussians
+    from kerasteps.models import WGAN
+
+    x, _ = ring_of_gaussians(2 * 16 * 6, seed=0)
+    gan = tiny_wgan()
+    gan.fit(
+        WGAN.make_dataset(x, 16, n_critic=2, seed=1, repeat=True),
+        steps_per_epoch=6,
+        epochs=1,
+        verbose=0,
+        callbacks=[
+            Throughput(3, batch_size=16),
+            StepTensorBoard(tmp_path / "gan", every=3),
+        ],
     )
-    assert best_mode("d_loss") == best_mode("train/mean_squared_error") == "min"
-    assert best_mode("accuracy") == best_mode("val/binary_accuracy") == "max"
-    assert best_mode("auc") == best_mode("epoch_precision") == "max"
-    assert best_mode("learning_rate") is None
-    assert best_mode("counters/step") is best_mode("wasserstein") is None
+    model = tiny_model(metrics=["mae"])
+    rng = np.random.default_rng(0)
+    xs, ys = rng.normal(size=(24, 2)), rng.normal(size=(24, 1))
+    model.fit(
+        xs[:16],
+        ys[:16],
+        batch_size=2,
+        verbose=0,
+        callbacks=[
+            ValidateEvery(4, (xs[16:], ys[16:])),
+            StepTensorBoard(tmp_path / "plain", every=4),
+        ],
+    )
+
+    result = invoke("summary", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == SUMMARY_HEADER
+    table = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:]}
+    scalars = events.read_scalars(str(tmp_path))
+    directed = {
+        ("plain/train", "loss"): "min",
+        ("plain/train", "mae"): "min",
+        ("plain/validation", "loss"): "min",
+        ("plain/validation", "mae"): "min",
+    }
+    undirected = [
+        ("gan/train", "d_loss"),
+        ("gan/train", "g_loss"),
+        ("gan/train", "wasserstein"),
+        ("gan/train", "learning_rate/d"),
+        ("gan/train", "counters/d_step"),
+        ("gan/train", "steps_per_second"),
+        ("gan/train", "examples_per_second"),
+        ("plain/train", "learning_rate"),
+        ("plain/train", "counters/step"),
+    ]
+    assert set(directed) | set(undirected) <= set(table)
+    assert len(table) == sum(len(tags) for tags in scalars.values())
+    for (run, tag), cells in table.items():
+        points = scalars[run][tag]
+        values = [value for _, value in points]
+        points_, last_step, last, best, best_step, low, high = cells
+        assert (points_, last_step) == (str(len(points)), str(points[-1][0]))
+        assert last == format_value(values[-1], name=tag)
+        if (run, tag) in directed:
+            value = min(values)
+            assert (best, best_step) == (
+                format_value(value, name=tag),
+                str(points[values.index(value)][0]),
+            )
+            assert (low, high) == ("-", "-"), (run, tag)
+        else:
+            assert best_mode(tag) is None, tag
+            assert (best, best_step) == ("-", "-"), (run, tag)
+            assert (low, high) == (
+                format_value(min(values), name=tag),
+                format_value(max(values), name=tag),
+            )
+    # Counters are exact; throughput has 4 significant digits and no exponent.
+    assert table[("gan/train", "counters/d_step")][2:] == ["12", "-", "-", "6", "12"]
+    for text in table[("gan/train", "steps_per_second")][2:]:
+        if text != "-":
+            assert "e" not in text and len(text.replace(".", "").lstrip("0")) >= 4
+
+
+def test_summary_of_nan_and_inf(tmp_path):
+    nan, inf = float("nan"), float("inf")
+    write_scalars(
+        tmp_path,
+        {
+            "loss": [(1, nan), (2, nan)],
+            "reverse_kl": [(1, inf), (2, inf)],
+            "val_accuracy": [(1, 0.5), (2, nan)],
+            "gradient_penalty": [(1, 2.5e-7), (2, nan), (3, -0.0)],
+        },
+    )
+    result = invoke("summary", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    rows = {row[1]: row[2:] for row in map(str.split, result.output.splitlines()[1:])}
+    assert rows == {
+        "gradient_penalty": ["3", "3", "0.000000", "-", "-", "0.000000", "2.5e-07"],
+        "loss": ["2", "2", "nan", "nan", "-", "-", "-"],
+        "reverse_kl": ["2", "2", "inf", "-", "-", "inf", "inf"],
+        "val_accuracy": ["2", "2", "nan", "0.500000", "1", "-", "-"],
+    }
+
+
+def test_best_mode_rule():
+    for tag in ("loss", "val_loss", "epoch_loss", "train/mean_squared_error"):
+        assert best_mode(tag) == "min", tag
+    for tag in ("mae", "val_mae", "error", "val/sparse_categorical_crossentropy"):
+        assert best_mode(tag) == "min", tag
+    for tag in ("accuracy", "val_accuracy", "val/binary_accuracy", "auc"):
+        assert best_mode(tag) == "max", tag
+    assert best_mode("epoch_precision") == best_mode("Val_Accuracy") == "max"
+    # GAN players' losses are adversarial: no direction.
+    gan = ["d_loss", "g_loss", "val_d_loss", "gen_loss", "disc_loss", "critic_loss"]
+    gan += ["generator_loss", "discriminator/loss", "adversarial_loss", "adv_loss"]
+    gan += ["loss_d", "d_accuracy"]
+    # Nor have estimates, coverage, rates, counters and throughput.
+    other = ["wasserstein", "gradient_penalty", "gp", "high_quality"]
+    other += ["modes_captured", "reverse_kl", "learning_rate", "learning_rate/d"]
+    other += ["learning_rate/loss", "counters/step", "counters/d_step"]
+    other += ["steps_per_second", "examples_per_second", "loss_per_second"]
+    for tag in gan + other:
+        assert best_mode(tag) is None, tag
 
 
 # ------------------------------------------------------------------------- board

@@ -1,15 +1,18 @@
 """Tests for kerasteps.callbacks.LogEvery: the text of the log lines."""
 
 import logging
+import re
 import subprocess
 import sys
 import textwrap
 
+import keras
+import numpy as np
 import pytest
 from conftest import tiny_data, tiny_model
 
 from kerasteps import Every
-from kerasteps.callbacks import LogEvery
+from kerasteps.callbacks import LogEvery, Throughput
 
 pytestmark = pytest.mark.neutral
 
@@ -69,6 +72,56 @@ def test_format_line_matches_the_seed_output():
     assert LogEvery().format_line(5, {"d_loss": 0.5, "d_step": 25}) == (
         "d_loss=0.500000 d_step=25 at step 5"
     )
+
+
+def test_named_fields_read_as_in_metrics_unless_given_a_spec():
+    log = LogEvery(fmt="{step}: {loss} {loss:.3f} {loss!r} {d_step} {d_step:>4}")
+    values = {"loss": -3.2e-07, "d_step": 25}
+    assert log.format_line(7, values) == "7: -3.2e-07 -0.000 -3.2e-07 25   25"
+    log = LogEvery(fmt="{steps_per_second} {val_loss}", precision=2)
+    assert log.format_line(7, {"steps_per_second": 16.2667}) == "16.27 -"
+
+
+def test_fit_lines_show_tiny_values_their_signs_and_readable_throughput(caplog):
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    keras.utils.set_random_seed(0)
+    # Every prediction is -3.2e-07: the loss (their mean) is tiny and negative, the
+    # mse metric (their square) tinier and positive; `.6f` printed both as zeros.
+    model = keras.Sequential(
+        [
+            keras.Input((2,)),
+            keras.layers.Dense(
+                1,
+                use_bias=False,
+                kernel_initializer=keras.initializers.Constant(-1.6e-7),
+            ),
+        ]
+    )
+    model.compile(
+        keras.optimizers.SGD(0.0),
+        loss=lambda y_true, y_pred: keras.ops.mean(y_pred),
+        metrics=["mse"],
+    )
+    x, y = np.ones((16, 2), "float32"), np.zeros((16, 1), "float32")
+    speed = Throughput(4, batch_size=2)
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[speed, LogEvery(4)])
+    lines = kerasteps_lines(caplog)
+    assert [line.rsplit(" ", 1)[1] for line in lines] == ["4", "8"]
+    for line in lines:
+        values = dict(pair.split("=") for pair in line.split(" at step ")[0].split())
+        assert list(values) == [
+            "loss", "mse", "steps_per_second", "examples_per_second"
+        ]  # fmt: skip
+        assert values["loss"] == "-3.2e-07"
+        assert values["mse"] == "1.024e-13"
+        for name in ("steps_per_second", "examples_per_second"):
+            text = values[name]
+            # 4 significant digits, no exponent: 16.27, 520.5, 52053
+            assert re.fullmatch(r"[0-9]+(\.[0-9]+)?", text), line
+            digits = text.replace(".", "").lstrip("0")
+            assert len(digits) >= 4 and ("." not in text or len(digits) == 4), line
+        ratio = float(values["examples_per_second"]) / float(values["steps_per_second"])
+        assert ratio == pytest.approx(2, rel=2e-3)
 
 
 def test_other_logger_and_level(caplog):

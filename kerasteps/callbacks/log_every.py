@@ -10,6 +10,7 @@ from typing import Any
 
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.formatting import format_value
 from kerasteps.schedule import Every
 
 __all__ = ["LogEvery"]
@@ -24,6 +25,27 @@ class _Missing:
 
     def __format__(self, spec: str) -> str:
         return "-"
+
+
+class _Named:
+    """A value for a `fmt` field: `{loss}` reads as in `{metrics}`, `{loss:.3f}`
+    as Python formats it."""
+
+    __slots__ = ("name", "precision", "value")
+
+    def __init__(self, name: str, value: Any, precision: int):
+        self.name, self.value, self.precision = name, value, precision
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return format_value(self.value, self.name, self.precision)
+        return format(self.value, spec)
+
+    def __str__(self) -> str:  # {loss!s}
+        return str(self.value)
+
+    def __repr__(self) -> str:  # {loss!r}
+        return repr(self.value)
 
 
 def _fields(fmt: str) -> list[str]:
@@ -57,12 +79,6 @@ def _fields(fmt: str) -> list[str]:
     return names
 
 
-def _format_value(value: Any, precision: int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{precision}f}"
-
-
 class LogEvery(StepCallback):
     """Logs the training values every N global steps, like TF1's `log_every_n`.
 
@@ -84,14 +100,20 @@ class LogEvery(StepCallback):
             logs at steps 1, 101, 201 like TF1.
         fmt: Line format, default `"{metrics} at step {step}"`. Fields: `{metrics}`
             (the `name=value` pairs), `{step}`, and any value by name, e.g.
-            `"step {step}: loss {loss:.3f}"`. Or a callable `(step, values) -> str`.
+            `"step {step}: loss {loss:.3f}"` (`{loss}` without a spec reads as
+            in `{metrics}`). Or a callable `(step, values) -> str`.
             Checked when constructed (syntax, plain names, specs that format a
             number) and at the first line: a name that the run does not log then
             raises `ValueError` listing the names it logs, which stops training. A
             name that only some lines hold (`val_loss` between validations) shows
             as `-`.
         keys: Optional sequence of value names to log, in that order. Default: all.
-        precision: Int, default 6, digits after the point for float values.
+        precision: Int, default 6, digits after the point for float values in
+            the fixed style (`1.396970`). Values are formatted by
+            `kerasteps.formatting.format_value`: ints as ints, small or huge floats
+            with significant digits (`1.0995e-05`, `-3.2e-07`: no nonzero value
+            shows as `0.000000`), throughputs (`steps_per_second`) with 4
+            significant digits (`16.27`).
         level: Logging level, default `logging.INFO`.
         logger: Logger name or `logging.Logger`, default `"kerasteps"`.
         reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
@@ -187,11 +209,14 @@ class LogEvery(StepCallback):
         if callable(self.fmt):
             return self.fmt(step, values)
         metrics = " ".join(
-            f"{name}={_format_value(value, self.precision)}"
+            f"{name}={format_value(value, name, self.precision)}"
             for name, value in values.items()
         )
-        named = {name: _Missing() for name in self._fields}
-        named.update(values)
+        named: dict[str, Any] = {name: _Missing() for name in self._fields}
+        named.update(
+            (name, _Named(name, value, self.precision))
+            for name, value in values.items()
+        )
         named.update(metrics=metrics, step=step)
         return self.fmt.format(**named)
 

@@ -2,9 +2,10 @@
 
 A true global step saved with the model, one `Every` schedule, callbacks that act every
 N steps, a WGAN `train_step` subclass, reusable models, recipes and a launcher.
-`global_step`, `step_counters` and `count_optimizer_steps` import Keras on first
-use, so `import kerasteps` (and the `kerasteps` launcher's `--help`, `list`) stays
-fast.
+`global_step`, `step_counters`, `count_optimizer_steps` and `load_model` import
+Keras on first use, so `import kerasteps` (and the `kerasteps` launcher's `--help`,
+`list`, `summary`, `plot`) stays fast. `quiet_startup()`, called before the first
+`import keras`, starts TensorFlow without its start-up log lines.
 
 Example:
 
@@ -15,13 +16,20 @@ Every(100, start=1)
 
 from typing import Any
 
+from kerasteps._startup import quiet_startup
 from kerasteps.schedule import Every
 
 __version__ = "0.1.0"
 
 _FROM_STEPS = ("count_optimizer_steps", "global_step", "step_counters")
 
-__all__ = ["Every", *_FROM_STEPS, "__version__"]
+__all__ = [
+    "Every",
+    *_FROM_STEPS,
+    "__version__",
+    "load_model",
+    "quiet_startup",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,8 +37,12 @@ def __getattr__(name: str) -> Any:
         from kerasteps import steps
 
         return getattr(steps, name)
+    if name == "load_model":
+        from kerasteps._saving import load_model
+
+        return load_model
     raise AttributeError(f"module 'kerasteps' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_FROM_STEPS))
+    return sorted(list(globals()) + [*_FROM_STEPS, "load_model"])

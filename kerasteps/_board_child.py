@@ -41,6 +41,9 @@ def _die_with(parent: int) -> None:
 def main() -> None:
     parent = int(sys.argv[1])
     _die_with(parent)
+    from kerasteps import _startup
+
+    _startup.quiet_startup(keras=False)  # TensorFlow without its start-up lines
     from tensorboard import main as tensorboard_main
 
     sys.argv = ["tensorboard", *sys.argv[2:]]

@@ -37,11 +37,12 @@ import socket
 import subprocess
 import sys
 import traceback
+import types
 from pathlib import Path
 
 import click
 
-from kerasteps import __version__
+from kerasteps import __version__, _startup
 from kerasteps import recipe as _recipe
 
 __all__ = ["main"]
@@ -136,7 +137,12 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
         # Like `python path/to/my_recipe.py`: its folder is importable.
         sys.path.insert(0, str(path.resolve().parent))
     try:
-        command = _recipe.load_recipe(path)
+        # A recipe file that imports TensorFlow at its top prints TensorFlow's
+        # start-up lines here; they are held back (`--verbose` keeps them).
+        if "--verbose" in recipe_args:
+            os.environ[_startup.VERBOSE_ENV] = "1"
+        with _startup.filtered_stderr():
+            command = _recipe.load_recipe(path)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'RECIPE'") from None
     except Exception as error:  # noqa: BLE001 - the recipe file's own error
@@ -145,7 +151,11 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
         sys.exit(2)
     # Standalone mode, as if the file were run as a script: the recipe's own usage
     # errors exit with status 2, `--help` exits with 0.
-    command.main(args=list(recipe_args), prog_name=f"kerasteps run {recipe}")
+    command.main(
+        args=list(recipe_args),
+        prog_name=f"kerasteps run {recipe}",
+        help_option_names=["-h", "--help"],
+    )
 
 
 def _recipe_error(error: BaseException, path: Path) -> str:
@@ -235,8 +245,23 @@ def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) 
 
 
 # ------------------------------------------------------------------ plot, summary
+def _without_tensorflow() -> None:
+    """Lets TensorBoard's event reader run on its own TensorFlow stub.
+
+    TensorBoard imports TensorFlow, when it is installed, for its record reader,
+    with TensorFlow's start-up lines: `kerasteps summary` of a small run took 4.1 s
+    with it, 0.36 s without (2 CPU cores). Its stub reads the same files as fast
+    (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub). TensorBoard's own switch is the module
+    `tensorboard.compat.notf`: when it imports, the stub is used. Only for the
+    launcher's own process, and only while TensorFlow is not imported.
+    """
+    if "tensorflow" not in sys.modules:
+        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
+
+
 def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     """Reads the scalars of LOGDIR, keeping TAGS if given; usage errors exit 2."""
+    _without_tensorflow()
     from kerasteps import events
 
     hint = "'LOGDIR'"

@@ -83,37 +83,47 @@ with status 2, exactly as `python recipes/NAME.py` does.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.resources
 import importlib.util
 import logging
 import numbers
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
+from kerasteps import _startup
 from kerasteps._validate import check_int
 
 __all__ = [
     "RECIPES_PATH_ENV",
+    "Run",
+    "RunFolder",
     "common_options",
     "find_recipes",
     "log_to_console",
+    "open_run",
     "resume_run",
     "load_recipe",
     "print_log_hint",
     "recipe_description",
     "recipe_dirs",
+    "start_run",
 ]
 
 #: Environment variable: folders searched for recipes instead of the bundled ones.
 RECIPES_PATH_ENV = "KERASTEPS_RECIPES_PATH"
 
 _BUNDLED_PACKAGE = "kerasteps._recipes"
+
+#: A run folder's name: `run-<N>`, N = 1, 2, ...
+_RUN_NAME = re.compile(r"run-([1-9][0-9]*)")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,7 +140,13 @@ def common_options(
     The decorated function receives five keyword arguments: `steps` (int >= 1),
     `log_every` (int >= 1), `logdir` (str), `seed` (int) and `resume` (bool), from
     the options `--steps`, `--log-every`, `--logdir`, `--seed` and `--resume`,
-    listed in that order before the recipe's own options in `--help`.
+    listed in that order before the recipe's own options in `--help`, followed by
+    `--verbose`. `logdir` is the folder of the recipe's runs: `start_run` (or
+    `open_run`) picks the run's own folder `LOGDIR/run-N` in it.
+
+    Before the function runs, TensorFlow and Keras are imported with
+    `kerasteps.quiet_startup()`, so TensorFlow's start-up log lines do not show;
+    `--verbose` (or `KERASTEPS_VERBOSE=1` in the environment) keeps them.
 
     Args:
         steps: Default of `--steps`, the global step to train to. Default 1000.
@@ -200,8 +216,18 @@ def common_options(
             "--resume",
             is_flag=True,
             default=False,
-            help="Continue from the latest checkpoint in LOGDIR instead of "
-            "starting at step 0.",
+            help="Continue the latest run in LOGDIR (LOGDIR/run-N) from its latest "
+            "checkpoint, instead of starting a new run at step 0.",
+        ),
+        click.option(
+            "--verbose",
+            is_flag=True,
+            default=False,
+            expose_value=False,
+            is_eager=True,
+            callback=_set_verbose,
+            help="Show TensorFlow's start-up log lines (or set "
+            f"{_startup.VERBOSE_ENV}=1).",
         ),
     ]
 
@@ -210,9 +236,22 @@ def common_options(
         # reverse of the order they are applied.
         for option in reversed(options):
             function = option(function)
-        return function
+
+        @functools.wraps(function)
+        def quietly(*args: Any, **kwargs: Any) -> Any:
+            _startup.quiet_startup()
+            return function(*args, **kwargs)
+
+        return quietly  # type: ignore[return-value]
 
     return decorator
+
+
+def _set_verbose(
+    context: click.Context, parameter: click.Parameter, value: bool
+) -> None:
+    if value:
+        os.environ[_startup.VERBOSE_ENV] = "1"
 
 
 def _check_logdir(
@@ -242,23 +281,28 @@ def _check_logdir(
 def print_log_hint(logdir: str | os.PathLike) -> None:
     """Prints where a run's logs are and the commands to look at them.
 
+    For a run folder `LOGDIR/run-N`, TensorBoard and the plot are pointed at
+    `LOGDIR`, so the run shows beside the earlier ones; the table at the run.
+
     Args:
-        logdir: The run's log directory, as given to `--logdir`.
+        logdir: The run's folder (`Run.folder`), or any log directory.
 
     Example:
 
     >>> from kerasteps.recipe import print_log_hint
-    >>> print_log_hint("logs/demo")  # doctest: +ELLIPSIS
-    Logs written to .../logs/demo
+    >>> print_log_hint("logs/demo/run-2")
+    Logs written to logs/demo/run-2
       view:  kerasteps board logs/demo
       plot:  kerasteps plot logs/demo -o curves.png
-      table: kerasteps summary logs/demo
+      table: kerasteps summary logs/demo/run-2
     """
-    quoted = shlex.quote(str(logdir))
-    click.echo(f"Logs written to {Path(logdir).resolve()}")
-    click.echo(f"  view:  kerasteps board {quoted}")
-    click.echo(f"  plot:  kerasteps plot {quoted} -o curves.png")
-    click.echo(f"  table: kerasteps summary {quoted}")
+    run = str(logdir)
+    parent = os.path.dirname(run) if _RUN_NAME.fullmatch(os.path.basename(run)) else ""
+    runs = parent or run
+    click.echo(f"Logs written to {run}")
+    click.echo(f"  view:  kerasteps board {shlex.quote(runs)}")
+    click.echo(f"  plot:  kerasteps plot {shlex.quote(runs)} -o curves.png")
+    click.echo(f"  table: kerasteps summary {shlex.quote(run)}")
 
 
 def log_to_console(level: int = logging.INFO) -> None:
@@ -281,6 +325,152 @@ def log_to_console(level: int = logging.INFO) -> None:
     logging.getLogger("kerasteps").setLevel(level)
 
 
+class RunFolder(NamedTuple):
+    """The folder of one run of a recipe, from `open_run`.
+
+    Attributes:
+        path: `LOGDIR/run-N`.
+        number: N.
+        resumed: True when it continues an earlier run (`--resume`), False for a
+            new run.
+    """
+
+    path: str
+    number: int
+    resumed: bool
+
+
+class Run(NamedTuple):
+    """A run, planned by `start_run`.
+
+    Attributes:
+        folder: The run's folder, `LOGDIR/run-N`: event files, JSON lines,
+            checkpoints and what the recipe saves go there.
+        start: The global step training starts from (0 for a new run).
+        stop: The `StopAtStep(steps)` callback to pass to `fit()`, or None when
+            the model is already at `steps` (nothing to train).
+    """
+
+    folder: str
+    start: int
+    stop: Any
+
+
+def _run_numbers(logdir: str) -> list[int]:
+    try:
+        names = os.listdir(logdir)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(
+        int(match.group(1))
+        for name in names
+        if (match := _RUN_NAME.fullmatch(name))
+        and os.path.isdir(os.path.join(logdir, name))
+    )
+
+
+def open_run(logdir: str | os.PathLike, resume: bool) -> RunFolder:
+    """Picks the folder of this run under `logdir`, as Lightning's `version_N`.
+
+    Each run gets its own folder, so a new run never touches an earlier run's logs
+    and checkpoints: a new run creates `LOGDIR/run-N` with N one more than the
+    largest existing one (starting at 1); `resume` continues the run with the
+    largest N, or creates `run-1` when there is none. A `logdir` that is itself
+    named `run-N` is taken as the run's folder: `resume` continues it, and a new
+    run there is allowed only while it is empty (else `click.UsageError`).
+
+    Args:
+        logdir: The recipe's `--logdir`, the parent of its runs.
+        resume: Continue the latest run (`--resume`) instead of starting one.
+
+    Returns:
+        A `RunFolder`; its folder exists.
+
+    Raises:
+        click.UsageError: if `logdir` is an earlier `run-N` folder and not
+            `resume`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kerasteps.recipe import open_run
+    >>> logdir = tempfile.mkdtemp()
+    >>> open_run(logdir, resume=False).number, open_run(logdir, resume=False).number
+    (1, 2)
+    >>> open_run(logdir, resume=True).number
+    2
+    """
+    logdir = os.fspath(logdir)
+    own = _RUN_NAME.fullmatch(os.path.basename(os.path.normpath(logdir)))
+    if own:
+        os.makedirs(logdir, exist_ok=True)
+        if not resume and os.listdir(logdir):
+            raise click.UsageError(
+                f"--logdir {logdir} holds an earlier run. Give --resume to continue "
+                f"it, or the parent folder {os.path.dirname(logdir) or '.'} to start "
+                "a new run beside it."
+            )
+        return RunFolder(logdir, int(own.group(1)), resume)
+    numbers = _run_numbers(logdir)
+    if resume and numbers:
+        path = os.path.join(logdir, f"run-{numbers[-1]}")
+        return RunFolder(path, numbers[-1], True)
+    os.makedirs(logdir, exist_ok=True)
+    number = numbers[-1] + 1 if numbers else 1
+    while True:  # another process may take a number at the same moment
+        path = os.path.join(logdir, f"run-{number}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            number += 1
+            continue
+        return RunFolder(path, number, False)
+
+
+def start_run(
+    model: Any,
+    logdir: str | os.PathLike,
+    steps: int,
+    resume: bool,
+) -> Run:
+    """Opens the run's folder, restores it when resuming, and plans it to `steps`.
+
+    Call it before `fit()`, after every option is checked, with the compiled
+    model in its initial state. It prints one line saying which run this is:
+    `New run: logs/wgan/run-3`, `Resumed from step 1001 (checkpoint
+    logs/wgan/run-3/checkpoints/ckpt-1001)`, or why a `--resume` starts at 0.
+    Checkpoints are those of `StepCheckpoint` in `FOLDER/checkpoints`.
+
+    Args:
+        model: The compiled model, in its initial state.
+        logdir: The recipe's `--logdir` (see `open_run`).
+        steps: The global step to train to (`--steps`).
+        resume: Continue the latest run from its newest checkpoint (`--resume`).
+
+    Returns:
+        A `Run`: its folder, the step training starts from, and the `StopAtStep`
+        to pass to `fit()` (None when there is nothing left to train; the logs
+        are then pointed to).
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> from kerasteps.recipe import start_run
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> logdir = tempfile.mkdtemp()
+    >>> run = start_run(model, logdir, 100, resume=False)  # doctest: +ELLIPSIS
+    New run: .../run-1
+    >>> run.start, run.stop.max_steps
+    (0, 100)
+    """
+    folder = open_run(logdir, resume)
+    if not folder.resumed:
+        click.echo(f"New run: {folder.path}")
+    start, stop = resume_run(model, folder.path, steps, folder.resumed)
+    return Run(folder.path, start, stop)
+
+
 def resume_run(
     model: Any,
     logdir: str | os.PathLike,
@@ -288,19 +478,21 @@ def resume_run(
     resume: bool,
     step_name: str = "global step",
 ) -> tuple[int, Any]:
-    """Restores the newest checkpoint when `resume`, and plans the run to `steps`.
+    """Restores the newest checkpoint of one run folder, and plans it to `steps`.
 
-    The checkpoints are those of `StepCheckpoint` in `LOGDIR/checkpoints`. Call it
-    before `fit()`, which must continue from the step it returns.
+    `start_run` does this after picking the run's folder; call this one for a
+    folder of your own. The checkpoints are those of `StepCheckpoint` in
+    `LOGDIR/checkpoints`. Call it before `fit()`, which must continue from the
+    step it returns. When `resume`, it prints `Resumed from step N (checkpoint
+    PATH)`, or that there is no checkpoint to resume from.
 
     Args:
         model: The compiled model, in its initial state.
-        logdir: The run's log directory (`--logdir`).
+        logdir: The run's folder.
         steps: The global step to train to (`--steps`).
         resume: Whether to restore the newest checkpoint (`--resume`).
-        step_name: How the messages name the global step, default
-            `"global step"` (a WGAN's is `"g_step"`); the "already there"
-            message uses its last word.
+        step_name: How the "already there" message names the global step,
+            default `"global step"`; it uses its last word.
 
     Returns:
         `(start, stop)`: the step training starts from, and the `StopAtStep(steps)`
@@ -314,7 +506,8 @@ def resume_run(
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile("sgd", "mse")
     >>> start, stop = resume_run(model, tempfile.mkdtemp(), 100, resume=True)
-    Resumed from the checkpoint at global step 0.
+    ... # doctest: +ELLIPSIS
+    No checkpoint in .../checkpoints yet: starting at step 0.
     >>> start, stop.max_steps
     (0, 100)
     """
@@ -323,8 +516,13 @@ def resume_run(
     start = 0
     if resume:
         checkpoints = os.path.join(logdir, "checkpoints")
-        start = StepCheckpoint.restore_latest(model, checkpoints) or 0
-        click.echo(f"Resumed from the checkpoint at {step_name} {start}.")
+        restored = StepCheckpoint.restore_latest(model, checkpoints)
+        if restored is None:
+            click.echo(f"No checkpoint in {checkpoints} yet: starting at step 0.")
+        else:
+            start = restored
+            path = os.path.join(checkpoints, f"ckpt-{start}")
+            click.echo(f"Resumed from step {start} (checkpoint {path})")
     stop = StopAtStep(steps)
     if stop.remaining(model) == 0:
         short = step_name.split()[-1]  # "global step" -> "step"

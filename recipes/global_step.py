@@ -26,11 +26,11 @@ from kerasteps.recipe import (
     common_options,
     log_to_console,
     print_log_hint,
-    resume_run,
+    start_run,
 )
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @common_options(steps=301, log_every=100, logdir="logs/global_step")
 @click.option(
     "--batch-size",
@@ -89,42 +89,49 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every, reduce
     )
     model.compile(keras.optimizers.SGD(0.05), "mse")
 
-    checkpoints = os.path.join(logdir, "checkpoints")
-    start, stop = resume_run(model, logdir, steps, resume)
-    if stop is None:
+    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
+    run = start_run(model, logdir, steps, resume)
+    if run.stop is None:
         return
+    before = kerasteps.global_step(model)
     why = (
         "no update has happened yet, so the count is 0"
-        if start == 0
-        else "restored with the checkpoint"
+        if before == 0
+        else "the updates of the run it resumes, restored with its checkpoint"
     )
-    click.echo(f"Global step before training: {kerasteps.global_step(model)} ({why}).")
+    click.echo(f"Global step before training: {before} ({why}).")
 
     data = tf.data.Dataset.from_tensor_slices((x, y))
     data = data.shuffle(len(x), seed=seed).batch(batch_size, drop_remainder=True)
-    data = skip_consumed(data.repeat(), start)
+    data = skip_consumed(data.repeat(), run.start)
     every = Every(log_every, start=1)  # steps 1, 1 + N, 1 + 2N: TF1's log_every_n
     model.fit(
         data,
         epochs=1,
-        steps_per_epoch=steps - start,
+        steps_per_epoch=steps - run.start,
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
         callbacks=[
             LogEvery(every, reduce=reduce),
             StepTensorBoard(
-                logdir, every=Every(curve_every, start=1, last=True), reduce=reduce
+                run.folder, every=Every(curve_every, start=1, last=True), reduce=reduce
             ),
-            JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every, reduce=reduce),
-            StepCheckpoint(checkpoints, every=Every(log_every, last=True)),
-            stop,
+            JSONLinesLogger(
+                os.path.join(run.folder, "log.jsonl"), every, reduce=reduce
+            ),
+            StepCheckpoint(
+                os.path.join(run.folder, "checkpoints"),
+                every=Every(log_every, last=True),
+            ),
+            run.stop,
         ],
     )
+    model.save(os.path.join(run.folder, "model.keras"))
     click.echo(
         f"Global step after training: {kerasteps.global_step(model)} "
         f"(one per update of {batch_size} examples; saved with the model)."
     )
-    print_log_hint(logdir)
+    print_log_hint(run.folder)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from kerasteps.recipe import (
     common_options,
     log_to_console,
     print_log_hint,
-    resume_run,
+    start_run,
 )
 
 
@@ -82,7 +82,7 @@ def parse_filters(ctx, param, value):
     return filters
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @common_options(steps=400, log_every=20, logdir="logs/image_classifier")
 @click.option(
     "--data",
@@ -236,32 +236,36 @@ def main(
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
 
-    checkpoints = os.path.join(logdir, "checkpoints")
-    start, stop = resume_run(model, logdir, steps, resume)
-    if stop is None:
+    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
+    run = start_run(model, logdir, steps, resume)
+    if run.stop is None:
         return
 
     every = Every(log_every)  # steps N, 2N, 3N, ...: train and validation together
     model.fit(
-        skip_consumed(train.repeat(), start),
+        skip_consumed(train.repeat(), run.start),
         # One Keras epoch per logging period: the logged train values are the means
         # over the steps since the previous point.
         steps_per_epoch=log_every,
-        epochs=math.ceil((steps - start) / log_every),
+        epochs=math.ceil((steps - run.start) / log_every),
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
         callbacks=[
             ValidateEvery(every, validation_data=validation, batch_size=batch_size),
             Throughput(every, batch_size=batch_size),
             LogEvery(every),
-            StepTensorBoard(logdir, every=every),
-            JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every=every),
-            StepCheckpoint(checkpoints, every=Every(log_every, last=True)),
-            stop,
+            StepTensorBoard(run.folder, every=every),
+            JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
+            StepCheckpoint(
+                os.path.join(run.folder, "checkpoints"),
+                every=Every(log_every, last=True),
+            ),
+            run.stop,
         ],
     )
+    model.save(os.path.join(run.folder, "model.keras"))
     click.echo(f"Global step after training: {kerasteps.global_step(model)}.")
-    print_log_hint(logdir)
+    print_log_hint(run.folder)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,11 @@ from kerasteps.recipe import (
     common_options,
     log_to_console,
     print_log_hint,
-    resume_run,
+    start_run,
 )
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @common_options(steps=2000, log_every=200, logdir="logs/wgan")
 @click.option(
     "--data",
@@ -242,9 +242,9 @@ def main(
         steps_per_execution=steps_per_execution,
     )
 
-    checkpoints = os.path.join(logdir, "checkpoints")
-    start, stop = resume_run(model, logdir, steps, resume, step_name="g_step")
-    if stop is None:
+    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
+    run = start_run(model, logdir, steps, resume)
+    if run.stop is None:
         return
 
     # -- what is measured and drawn every N steps -------------------------------------
@@ -275,10 +275,10 @@ def main(
         callbacks.append(ModeCoverageEvery(every))
     callbacks += [
         LogEvery(every),
-        StepTensorBoard(logdir, every=every, images=pictures),
-        JSONLinesLogger(os.path.join(logdir, "log.jsonl"), every=every),
-        StepCheckpoint(checkpoints, every=every),
-        stop,
+        StepTensorBoard(run.folder, every=every, images=pictures),
+        JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
+        StepCheckpoint(os.path.join(run.folder, "checkpoints"), every=every),
+        run.stop,
     ]
     dataset = WGAN.make_dataset(
         x, batch_size, n_critic=n_critic, seed=seed, repeat=True
@@ -290,11 +290,11 @@ def main(
     )
     click.echo(
         f"{kind} on {data}: n_critic {n_critic}, batch {batch_size}, "
-        f"g_step {start} -> {steps}."
+        f"g_step {run.start} -> {steps}."
     )
     model.fit(
-        skip_consumed(dataset, start),
-        steps_per_epoch=steps - start,
+        skip_consumed(dataset, run.start),
+        steps_per_epoch=steps - run.start,
         epochs=1,
         verbose=0,
         shuffle=False,
@@ -314,7 +314,39 @@ def main(
             f"{coverage.n_modes} modes, {coverage.high_quality:.1%} within 3 sigma, "
             f"reverse KL {format_value(coverage.reverse_kl)}."
         )
-    print_log_hint(logdir)
+    # What a user wants at the end: the trained model, and what it generates.
+    model.save(os.path.join(run.folder, "model.keras"))  # kerasteps.load_model(path)
+    samples = os.path.join(run.folder, "samples.png")
+    if points:
+        _save_scatter(samples, model.generate(2000, seed=seed), x[:2000])
+    else:
+        _save_grid(samples, model.generate(36, seed=seed))
+    click.echo(f"Model: {run.folder}/model.keras; samples: {samples}")
+    print_log_hint(run.folder)
+
+
+def _save_scatter(path, samples, real):
+    """Writes a scatter plot of generated (orange) over real (grey) points."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5, 5), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.scatter(real[:, 0], real[:, 1], s=3, c="0.6", label="real")
+    axes.scatter(samples[:, 0], samples[:, 1], s=3, c="tab:orange", label="generated")
+    axes.set_aspect("equal")
+    axes.legend(loc="upper right", fontsize="small", markerscale=3)
+    figure.savefig(path)
+
+
+def _save_grid(path, images):
+    """Writes a 6x6 grid of images in [-1, 1], each pixel 3x3."""
+    import matplotlib.image
+    import numpy as np
+
+    grid = np.repeat(np.repeat(_grid(images), 3, axis=0), 3, axis=1)
+    matplotlib.image.imsave(path, grid.squeeze(), cmap="gray", vmin=0.0, vmax=1.0)
 
 
 def _disc_images(n, size, seed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -812,3 +813,79 @@ def test_board_serves_the_runs_over_http(logdir, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)  # our own session only
             process.wait(timeout=10)
         log.close()
+
+
+# ------------------------------------------------------ what a terminal user sees
+def launcher(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`kerasteps ARGS...` in a new process, with the environment a user has."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERASTEPS_VERBOSE")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "kerasteps.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=environment,
+    )
+
+
+TENSORFLOW_LINE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d|WARNING: All log messages)")
+
+
+def test_a_recipe_run_prints_no_tensorflow_start_up_lines(tmp_path):
+    process = launcher(
+        "run", "global_step", "--steps", "3", "--log-every", "1", cwd=tmp_path
+    )
+    assert process.returncode == 0, process.stderr
+    screen = (process.stdout + process.stderr).splitlines()
+    assert [line for line in screen if TENSORFLOW_LINE.match(line)] == []
+    assert not [line for line in screen if "absl" in line]
+    # stderr holds kerasteps's own lines only.
+    assert [line.split(":")[0] for line in process.stderr.splitlines()] == ["INFO"] * 4
+    assert process.stdout.splitlines()[0] == "New run: logs/global_step/run-1"
+    assert (tmp_path / "logs/global_step/run-1/model.keras").is_file()
+
+    # summary and plot read the event files without TensorFlow: quiet and fast.
+    for args in (("summary", "logs/global_step"), ("plot", "logs/global_step")):
+        process = launcher(*args, "--tag", "loss", cwd=tmp_path)
+        assert process.returncode == 0, process.stderr
+        assert process.stderr == ""
+
+
+def test_summary_and_plot_do_not_import_tensorflow(tmp_path):
+    logdir = tmp_path / "logs"
+    write_scalars(logdir / "train", {"loss": [(1, 0.5), (2, 0.25)]})
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from kerasteps.cli import main\n"
+        f"for args in (['summary', {str(logdir)!r}], "
+        f"['plot', {str(logdir)!r}, '-o', {str(tmp_path / 'c.png')!r}]):\n"
+        "    assert CliRunner().invoke(main, args).exit_code == 0\n"
+        "print('tensorflow' in sys.modules, 'keras' in sys.modules)\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.usefixtures("bundled_recipes")
+@pytest.mark.parametrize("name", ["global_step", "wgan", "image_classifier"])
+def test_dash_h_is_help_everywhere(name):
+    for args in (["-h"], ["run", "-h"], ["run", name, "-h"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert result.output.startswith("Usage: "), args
+    script = Path(__file__).resolve().parent.parent / "recipes" / f"{name}.py"
+    process = subprocess.run(
+        [sys.executable, str(script), "-h"], capture_output=True, text=True, timeout=60
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.startswith(f"Usage: {name}.py [OPTIONS]")
+    assert "--verbose" in process.stdout

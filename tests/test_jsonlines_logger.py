@@ -139,3 +139,39 @@ def test_a_file_changed_by_another_writer_is_read_again(tmp_path):
         handle.write(json.dumps({"step": 99, "loss": 1.0}) + "\n")
     model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[logger])
     assert [r["step"] for r in read_jsonl(path)] == [5, 10, 15, 20]
+
+
+def test_a_new_run_in_a_used_folder_warns_what_it_drops(tmp_path, caplog):
+    """A run at step 0 replaces an earlier run's points: a WARNING says how many and
+    how to keep them; a resumed run's dropping stays at INFO."""
+    from kerasteps.callbacks import StepTensorBoard
+
+    x, y = tiny_data(20)
+
+    def fit(model):
+        model.fit(
+            x,
+            y,
+            batch_size=2,
+            epochs=1,
+            verbose=0,
+            callbacks=[
+                JSONLinesLogger(tmp_path / "log.jsonl", every=2),
+                StepTensorBoard(str(tmp_path), every=2),
+            ],
+        )
+
+    fit(tiny_model())  # steps 1..10: points at 2, 4, ..., 10
+    caplog.clear()
+    caplog.set_level("INFO", logger="kerasteps")
+    fit(tiny_model())  # a new model: step 0 again
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2
+    assert warnings[0].startswith(
+        f"JSONLinesLogger: this run starts at step 0 in {tmp_path / 'log.jsonl'}, "
+        "which held 5 line(s) of an earlier run: they were dropped. To keep an "
+        "earlier run's logs, give each run its own directory"
+    )
+    assert warnings[1].startswith("StepTensorBoard: this run starts at step 0 in ")
+    assert "which held 15 value(s) of an earlier run" in warnings[1]  # 5 steps x 3
+    assert [r["step"] for r in read_jsonl(tmp_path / "log.jsonl")] == [2, 4, 6, 8, 10]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,12 +14,41 @@ from conftest import read_jsonl, read_scalar_steps
 from conftest import run_recipe as run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import kerasteps
 from kerasteps.cli import main
 
 COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
 
 
 pytestmark = pytest.mark.usefixtures("bundled_recipes")
+
+
+def assert_png(path: Path, size: tuple[int, int]) -> None:
+    """`path` is a PNG image of `size` (width, height) pixels."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size == size
+
+
+def load_in_fresh_process(path: Path) -> str:
+    """Loads `path` with `kerasteps.load_model` in a new Python: only `import
+    kerasteps`, no `kerasteps.models`; returns the model's class and counters."""
+    code = (
+        "import sys, kerasteps\n"
+        "model = kerasteps.load_model(sys.argv[1])\n"
+        "c = kerasteps.step_counters(model)\n"
+        'print(f\'{type(model).__name__} g_step={c["g_step"]} d_step={c["d_step"]}\')'
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 0, process.stderr
+    return process.stdout.strip()
 
 
 @pytest.mark.parametrize("name", ["wgan", "global_step"])
@@ -42,9 +74,12 @@ def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):
     assert "Global step after training: 201" in result.output
     assert "kerasteps board" in result.output
     # The TensorBoard curve: every 10 steps from step 1, and the last step.
-    assert read_scalar_steps(str(logdir), "train", "loss") == [*range(1, 201, 10), 201]
+    folder = logdir / "run-1"  # each run gets its own folder; --resume continues it
+    assert "New run: " + str(folder) in result.output
+    assert read_scalar_steps(str(folder), "train", "loss") == [*range(1, 201, 10), 201]
+    assert kerasteps.load_model(folder / "model.keras").optimizer.iterations == 201
     # Resume continues the same curve; no step is written twice.
-    run(
+    resumed = run(
         "global_step",
         "--steps",
         "351",
@@ -54,9 +89,15 @@ def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):
         str(logdir),
         "--resume",
     )
-    steps = read_scalar_steps(str(logdir), "train", "loss")
+    checkpoint = folder / "checkpoints" / "ckpt-201"
+    assert f"Resumed from step 201 (checkpoint {checkpoint})" in resumed.output
+    assert (
+        "Global step before training: 201 (the updates of the run it resumes, "
+        "restored with its checkpoint)." in resumed.output
+    )
+    steps = read_scalar_steps(str(folder), "train", "loss")
     assert steps == [*range(1, 351, 10), 351]
-    assert [r["step"] for r in read_jsonl(logdir / "log.jsonl")] == [1, 101, 201, 301]
+    assert [r["step"] for r in read_jsonl(folder / "log.jsonl")] == [1, 101, 201, 301]
 
 
 def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
@@ -74,7 +115,8 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
         "--logdir",
         str(logdir),
     )
-    records = read_jsonl(logdir / "log.jsonl")
+    folder = logdir / "run-1"
+    records = read_jsonl(folder / "log.jsonl")
     assert [(r["step"], r["g_step"], r["d_step"]) for r in records] == [
         (20, 20, 60),
         (40, 40, 120),
@@ -90,9 +132,9 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
             "reverse_kl",
         } <= set(record)
         assert 0 <= record["modes_captured"] <= 8
-    assert read_scalar_steps(str(logdir), "train", "counters/d_step") == [20, 40]
-    assert read_scalar_steps(str(logdir), "train", "modes_captured") == [20, 40]
-    accumulator = EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
+    assert read_scalar_steps(str(folder), "train", "counters/d_step") == [20, 40]
+    assert read_scalar_steps(str(folder), "train", "modes_captured") == [20, 40]
+    accumulator = EventAccumulator(str(folder / "train"), size_guidance={"tensors": 0})
     accumulator.Reload()
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
@@ -101,6 +143,14 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
     assert re.search(r"Mode coverage of 10000 samples: \d/8 modes", result.output)
+    # What a user wants at the end: the model, loadable with kerasteps.load_model
+    # in a fresh process (no kerasteps.models import), and the samples' picture.
+    assert f"Model: {folder}/model.keras; samples: {folder}/samples.png" in (
+        result.output
+    )
+    assert_png(folder / "samples.png", (500, 500))
+    loaded = load_in_fresh_process(folder / "model.keras")
+    assert loaded == "WGAN g_step=40 d_step=120"
 
 
 def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
@@ -121,16 +171,19 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
     )
     run("wgan", "--steps", "5", *common)
     result = run("wgan", "--steps", "10", "--resume", *common)
-    assert "Resumed from the checkpoint at g_step 5." in result.output
+    folder = logdir / "run-1"
+    checkpoint = folder / "checkpoints" / "ckpt-5"
+    assert f"Resumed from step 5 (checkpoint {checkpoint})" in result.output
     assert (
         "WGAN with weight clipping (0.01) on images: n_critic 2, batch 64, "
         "g_step 5 -> 10." in result.output
     )
     assert "Trained to g_step 10 with d_step 20" in result.output
-    records = read_jsonl(logdir / "log.jsonl")
+    records = read_jsonl(folder / "log.jsonl")
     assert [(r["g_step"], r["d_step"]) for r in records] == [(5, 10), (10, 20)]
     assert "gradient_penalty" not in records[0]
-    accumulator = EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
+    assert_png(folder / "samples.png", (3 * (6 * 29 + 1),) * 2)
+    accumulator = EventAccumulator(str(folder / "train"), size_guidance={"tensors": 0})
     accumulator.Reload()
     events = accumulator.Tensors("samples")
     assert [e.step for e in events] == [5, 10]

@@ -12,6 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from kerasteps import _atomic, _lock, _logcache
+from kerasteps.callbacks._sinks import report_dropped
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every
@@ -154,13 +155,7 @@ class JSONLinesLogger(StepCallback):
         if len(keep) != len(lines):
             dropped = len(lines) - len(keep)
             _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
-            logger.info(
-                "JSONLinesLogger: run starts at step %d; dropped %d line(s) after it "
-                "from %s.",
-                start_step,
-                dropped,
-                self.path,
-            )
+            report_dropped("JSONLinesLogger", start_step, dropped, "line(s)", self.path)
         steps = [step for step, _ in lines if step is not None and step <= start_step]
         return max(steps) if steps else None
 

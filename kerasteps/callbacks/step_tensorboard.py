@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps import _eventfiles, _lock
+from kerasteps.callbacks._sinks import report_dropped
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.schedule import Every
@@ -207,14 +208,7 @@ class StepTensorBoard(StepCallback):
         for run in (self.train_run, self.validation_run):
             run_dir = self.run_dir(run)
             dropped = _eventfiles.truncate_after(run_dir, start_step)
-            if dropped:
-                logger.info(
-                    "StepTensorBoard: run starts at step %d; dropped %d value(s) "
-                    "after it from %s.",
-                    start_step,
-                    dropped,
-                    run_dir,
-                )
+            report_dropped("StepTensorBoard", start_step, dropped, "value(s)", run_dir)
             self._last_written[run] = start_step
 
     def _writer(self, run: str) -> _eventfiles.EventWriter:

@@ -251,8 +251,9 @@ def _without_tensorflow() -> None:
     TensorBoard imports TensorFlow, when it is installed, for its record reader,
     with TensorFlow's start-up lines: `kerasteps summary` of a small run took 4.1 s
     with it, 0.36 s without (2 CPU cores). Its stub reads the same files as fast
-    (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub). TensorBoard's own switch is the module
-    `tensorboard.compat.notf`: when it imports, the stub is used. Only for the
+    (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub). TensorBoard's
+    own switch is the module `tensorboard.compat.notf`: when it imports, the stub
+    is used. Only for the
     launcher's own process, and only while TensorFlow is not imported.
     """
     if "tensorflow" not in sys.modules:

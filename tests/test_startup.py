@@ -1,4 +1,4 @@
-"""Tests for `kerasteps._startup`: TensorFlow's start-up lines held back, others kept."""
+"""Tests for `kerasteps._startup`: TensorFlow's start-up lines held back, not others."""
 
 from __future__ import annotations
 

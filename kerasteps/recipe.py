@@ -54,10 +54,24 @@ if __name__ == "__main__":
 
 Meaning of the common options: `--steps` is the global step to train to (a resumed
 run continues up to it, it does not add `steps` more); `--log-every` the period of
-the `kerasteps.Every` schedule the recipe's callbacks share; `--logdir` where event
-files, JSON lines and checkpoints go; `--seed` the seed for
-`keras.utils.set_random_seed`; `--resume` continue from the latest checkpoint in
-`--logdir` (without it the run starts at step 0).
+the `kerasteps.Every` schedule the recipe's callbacks share; `--logdir` the folder of
+the recipe's runs: each run writes its event files, JSON lines, checkpoints and model
+to its own `LOGDIR/run-N` (`start_run`, `open_run`); `--seed` the seed for
+`keras.utils.set_random_seed`; `--resume` continue the latest run from its newest
+checkpoint (without it a new run starts at step 0); `--verbose` show TensorFlow's
+start-up lines, which are held back otherwise.
+
+A recipe's `main` body typically reads:
+
+```python
+model = ...  # built and compiled
+run = start_run(model, logdir, steps, resume)  # prints "New run: ..." or "Resumed ..."
+if run.stop is None:
+    return  # already at --steps
+model.fit(..., callbacks=[StepTensorBoard(run.folder, ...), ..., run.stop])
+model.save(os.path.join(run.folder, "model.keras"))
+print_log_hint(run.folder)
+```
 
 Where recipes are found
 -----------------------

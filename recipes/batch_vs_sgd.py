@@ -37,13 +37,19 @@ by n_fft/16 bins, smoothed, and compressed with a square root into [0.05, 0.95].
 --data FILE.npz uses your own pairs instead (arrays `x` and `y`, such as the seed's
 `spec_train` and `spec_target`, with `y` in [0, 1]).
 
-What is written under --logdir: one TensorBoard run per mode side by side
+What is written under --logdir: each run in a folder of its own, `LOGDIR/run-N` (N
+one more than the last; --resume continues the latest), so a new run never touches
+an earlier one. In it: one TensorBoard run per mode side by side
 (`full_batch/train`, `minibatch_128/train`, `minibatch_32/train`, `sgd/train`) with,
 against the global step, every --log-every global steps (every step of an epoch
 shorter than that) and at the end of the mode: `loss` (Keras's training loss, the
 mean over the batches of the epoch so far), `full_data_mse` (the MSE on all examples)
-and `train_seconds`; a JSON-lines log (`<mode>/log.jsonl`) and checkpoints
-(`<mode>/checkpoints`) per mode; and the PNG.
+and `train_seconds`; at step 0 `full_data_mse` of the initial network (the same in
+every mode, so every curve starts from it) and `train_seconds` 0. Per mode also a
+JSON-lines log with the same points (`<mode>/log.jsonl`), checkpoints
+(`<mode>/checkpoints`) and the trained model (`<mode>/model.keras`, a plain Keras
+model: `keras.saving.load_model`); then `run.json` (the settings a --resume must
+keep) and the PNG (`batch_vs_sgd.png`).
 
 Timing: `train_seconds` counts only the time inside the compiled training calls. A
 warm-up call traces them first and its updates are undone, so compilation is not
@@ -57,20 +63,20 @@ five times slower here).
 The common options, for this epoch-based recipe: --steps caps each mode's global step
 (each trains for --epochs epochs or until its global step reaches STEPS, whichever is
 first; the default never binds); --log-every is the period of the points above;
---resume continues every mode from its latest checkpoint in --logdir (saved at every
-epoch end, at the end of each mode, and on SIGTERM, after which the recipe stops and
-exits with status 143). The resumed run must use the same data and rate (--examples,
---n-fft, --data, --lr and --seed are checked against LOGDIR/run.json); its pipeline
-skips the batches already trained on, so the result is the same as an uninterrupted
-run, and a run with more --epochs extends each curve. The table and the PNG are read
-back from the event files, so they cover the whole run; `train_seconds` continues from
-its value at the checkpoint's step.
+--resume continues every mode of the latest run from its latest checkpoint (saved at
+every epoch end, at the end of each mode, and on SIGTERM, after which the recipe stops
+and exits with status 143). The resumed run must use the same data and rate
+(--examples, --n-fft, --data, --lr and --seed are checked against its run.json); its
+pipeline skips the batches already trained on, so the result is the same as an
+uninterrupted run, and a run with more --epochs extends each curve. The table and the
+PNG are read back from the event files, so they cover the whole run; `train_seconds`
+continues from its value at the checkpoint's step.
 """
 
 import click
 
 from kerasteps.formatting import format_table, format_value
-from kerasteps.recipe import common_options, log_to_console, print_log_hint
+from kerasteps.recipe import common_options, log_to_console, open_run, print_log_hint
 
 # Mode name -> batch size (None: all examples), in the order of the table.
 MODES = {"full_batch": None, "minibatch_128": 128, "minibatch_32": 32, "sgd": 1}
@@ -151,7 +157,7 @@ def calls_per_execution(steps_per_epoch, period, target, start, limit):
     return max(d for d in range(1, limit + 1) if common % d == 0)
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @common_options(steps=1_000_000, log_every=100, logdir="logs/batch_vs_sgd")
 @click.option(
     "--epochs",
@@ -201,7 +207,7 @@ def calls_per_execution(steps_per_epoch, period, target, start, limit):
     "--png",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Where to write the plot.  [default: LOGDIR/batch_vs_sgd.png]",
+    help="Where to write the plot.  [default: LOGDIR/run-N/batch_vs_sgd.png]",
 )
 def main(
     steps,
@@ -224,13 +230,14 @@ def main(
     four modes: full_batch (all examples per update), minibatch_128, minibatch_32
     and sgd (one example per update). Prints updates, final MSE, training time and
     examples/s per mode, and plots the MSE against epochs, updates and training
-    time (--png).
+    time (--png), every curve from the initial network's MSE at step 0. Each run
+    writes to its own LOGDIR/run-N, with a model.keras per mode.
 
     The recipe is epoch-based: --steps only caps each mode's global step (the
     default never binds); --log-every is the period of the logged points (at least
-    one per epoch); --resume continues every mode from its latest checkpoint, with
-    the same --examples, --n-fft, --data, --lr and --seed, so that a run with more
-    --epochs extends the curves.
+    one per epoch); --resume continues every mode of the latest run from its latest
+    checkpoint, with the same --examples, --n-fft, --data, --lr and --seed, so that
+    a run with more --epochs extends the curves.
     """
     import json
     import logging
@@ -257,7 +264,6 @@ def main(
     from kerasteps.models import build_mlp
 
     log_to_console(logging.WARNING)
-    png = png or os.path.join(logdir, "batch_vs_sgd.png")
 
     if data is None:
         x, y = make_spectra(examples, n_fft, seed)
@@ -267,7 +273,11 @@ def main(
         data = os.path.abspath(data)
     config = {"examples": examples, "n_fft": n_fft, "lr": lr, "seed": seed}
     config["data"] = data
-    run_file = os.path.join(logdir, RUN_FILE)
+    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest
+    # (it creates nothing then, so a refused --resume below leaves no trace).
+    run = open_run(logdir, resume)
+    resume = run.resumed
+    run_file = os.path.join(run.path, RUN_FILE)
     if resume and os.path.exists(run_file):
         with open(run_file) as handle:
             saved = json.load(handle)
@@ -277,9 +287,11 @@ def main(
                 f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items()
             )
             raise click.UsageError(
-                f"--resume needs the settings of the run in {logdir}, but {details}."
+                f"--resume needs the settings of the run in {run.path}, but {details}."
             )
-    os.makedirs(logdir, exist_ok=True)
+    if not resume:
+        click.echo(f"New run: {run.path}")
+    png = png or os.path.join(run.path, "batch_vs_sgd.png")
     with open(run_file, "w") as handle:
         json.dump(config, handle)
 
@@ -349,7 +361,7 @@ def main(
     interrupted = None
     for mode, batch_size in MODES.items():
         batch_size = min(batch_size or examples, examples)
-        mode_dir = os.path.join(logdir, mode)
+        mode_dir = os.path.join(run.path, mode)
         checkpoints = os.path.join(mode_dir, "checkpoints")
         steps_per_epoch = math.ceil(examples / batch_size)
         target = min(steps, epochs * steps_per_epoch)
@@ -363,8 +375,20 @@ def main(
             calls = 1  # Keras's PyTorch trainer runs one update per call
         model = build_model(calls)
         seconds = 0.0
+        model_file = os.path.join(mode_dir, "model.keras")
         if resume:
-            start = StepCheckpoint.restore_latest(model, checkpoints) or 0
+            restored = StepCheckpoint.restore_latest(model, checkpoints)
+            if restored is None:
+                click.echo(
+                    f"{mode}: no checkpoint in {checkpoints} yet: starting at step 0."
+                )
+            else:
+                checkpoint_path = os.path.join(checkpoints, f"ckpt-{restored}")
+                click.echo(
+                    f"{mode}: resumed from step {restored} (checkpoint "
+                    f"{checkpoint_path})"
+                )
+            start = restored or 0
             train = events.read_scalars(mode_dir).get("train", {}) if start else {}
             before = [v for s, v in train.get("train_seconds", []) if s <= start]
             seconds = before[-1] if before else 0.0
@@ -375,7 +399,14 @@ def main(
         )
         if stop.remaining(model) == 0:
             click.echo(f"{mode}: already at step {start}; nothing to train.")
+            if not os.path.exists(model_file):
+                model.save(model_file)
             continue
+        if start == 0:
+            # Step 0, the initial network: every mode's curve starts from it.
+            write_initial_point(
+                mode_dir, {"full_data_mse": initial_mse, "train_seconds": 0.0}
+            )
 
         def pipeline(batch_size=batch_size, start=start):
             data = tf.data.Dataset.from_tensor_slices((x, y))
@@ -409,16 +440,18 @@ def main(
             shuffle=False,  # the dataset is shuffled (with a seed) already
             callbacks=callbacks,
         )
+        model.save(model_file)  # the model at the mode's latest step
         if checkpoint.interrupted:
             interrupted = (mode, kerasteps.global_step(model))
             break
 
-    rows = read_rows(logdir, examples)
+    rows = read_rows(run.path, examples)
     print_table(rows, examples)
     if rows:
-        plot_curves(rows, initial_mse, png, f"{examples} examples, SGD lr {lr}")
+        plot_curves(rows, png, f"{examples} examples, SGD lr {lr}")
         click.echo(f"Plot written to {png}")
-    print_log_hint(logdir)
+    click.echo(f"Models: {os.path.join(run.path, '<mode>', 'model.keras')}")
+    print_log_hint(run.path)
     if interrupted:
         mode, step = interrupted
         click.echo(
@@ -427,6 +460,54 @@ def main(
             err=True,
         )
         raise SystemExit(143)
+
+
+def write_initial_point(mode_dir, values):
+    """Writes `values` at step 0 to a mode's TensorBoard run and JSON lines.
+
+    The sinks write at the steps after an update; the initial network's point is
+    written here, before `fit()`, where it is not there yet (a `--resume` with no
+    checkpoint finds it: the sinks drop only the points after the start step).
+    """
+    import json
+    import os
+    import time
+
+    import tensorflow as tf
+
+    from kerasteps import events
+
+    train = os.path.join(mode_dir, "train")
+    written = events.read_scalars(train) if os.path.isdir(train) else {}
+    if not any(step == 0 for step, _ in written.get(".", {}).get("full_data_mse", [])):
+        # Plain `simple_value` scalars, as StepTensorBoard writes them.
+        summary = tf.compat.v1.Summary(
+            value=[
+                tf.compat.v1.Summary.Value(tag=name, simple_value=value)
+                for name, value in values.items()
+            ]
+        )
+        writer = tf.summary.create_file_writer(train)
+        with writer.as_default():
+            tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=0)
+        writer.close()
+
+    def at_step_zero(line):
+        try:
+            return json.loads(line)["step"] == 0
+        except (ValueError, KeyError, TypeError):
+            return False  # a torn last line of a killed run: the logger drops it
+
+    lines = os.path.join(mode_dir, "log.jsonl")
+    text = ""
+    if os.path.exists(lines):
+        with open(lines) as handle:
+            text = handle.read()
+    if any(at_step_zero(line) for line in text.splitlines()):
+        return
+    line = json.dumps({"step": 0, "time": round(time.time(), 6), **values})
+    with open(lines, "a") as handle:
+        handle.write(("\n" if text and not text.endswith("\n") else "") + line + "\n")
 
 
 def read_rows(logdir, examples):
@@ -509,8 +590,14 @@ def print_table(rows, examples):
     )
 
 
-def plot_curves(rows, initial_mse, path, title):
-    """Writes the full-data MSE against epochs, updates and training time."""
+def plot_curves(rows, path, title):
+    """Writes the full-data MSE against epochs, updates and training time.
+
+    Every curve starts at step 0 (the initial network, at 0 s), dotted up to its
+    first logged point (nothing is measured in between); the update and time axes
+    are logarithmic above a small threshold and linear below it, so that 0 shows.
+    """
+    import math
     import os
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -523,18 +610,31 @@ def plot_curves(rows, initial_mse, path, title):
         style = {"color": f"C{color}", "marker": "." if len(row["mse"]) <= 40 else None}
         label = f"{row['mode']} (batch {row['batch']})"
         updates = [epochs * row["updates_per_epoch"] for epochs in row["epochs"]]
-        by_epoch.plot([0.0, *row["epochs"]], [initial_mse, *row["mse"]], **style)
-        by_update.plot(updates, row["mse"], label=label, **style)
-        by_time.plot(row["seconds"], row["mse"], **style)
+        for axes, xs in (
+            (by_epoch, row["epochs"]),
+            (by_update, updates),
+            (by_time, row["seconds"]),
+        ):
+            first = 1 if xs[0] == 0 else 0  # the step-0 point, drawn dotted to next
+            if first:
+                axes.plot(xs[:2], row["mse"][:2], ":", color=style["color"])
+                axes.plot(xs[:1], row["mse"][:1], ".", color=style["color"])
+            axes.plot(xs[first:], row["mse"][first:], **style)
+        by_update.lines[-1].set_label(label)
+    by_update.plot([], [], ":", color="grey", label="step 0 to the first logged step")
+    # Linear from 0 to the first update (the power of 10 at or above the first
+    # logged time), log above.
+    positive = [s for row in rows for s in row["seconds"] if s > 0]
+    threshold = 10 ** math.ceil(math.log10(min(positive))) if positive else 1.0
+    by_update.set_xscale("symlog", linthresh=1, linscale=0.5)
+    by_time.set_xscale("symlog", linthresh=threshold, linscale=0.5)
     by_epoch.set_xlabel("epochs (passes over the data)")
-    by_update.set_xlabel("updates (global step, log scale)")
-    by_time.set_xlabel("training time in s (log scale)")
+    by_update.set_xlabel("updates (global step; log scale, linear below 1)")
+    by_time.set_xlabel(f"training time in s (log scale, linear below {threshold:g})")
     by_epoch.set_ylabel("MSE on all examples (log scale)")
     for axes in (by_epoch, by_update, by_time):
         axes.set_yscale("log")
         axes.grid(True, which="both", alpha=0.3)
-    by_update.set_xscale("log")
-    by_time.set_xscale("log")
     by_update.legend(fontsize="small")
     figure.suptitle(
         f"Full batch vs per-example SGD vs mini-batches ({title}): "

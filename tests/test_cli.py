@@ -876,7 +876,9 @@ def test_summary_and_plot_do_not_import_tensorflow(tmp_path):
 
 
 @pytest.mark.usefixtures("bundled_recipes")
-@pytest.mark.parametrize("name", ["global_step", "wgan", "image_classifier"])
+@pytest.mark.parametrize(
+    "name", ["global_step", "wgan", "image_classifier", "batch_vs_sgd"]
+)
 def test_dash_h_is_help_everywhere(name):
     for args in (["-h"], ["run", "-h"], ["run", name, "-h"]):
         result = CliRunner().invoke(main, args)

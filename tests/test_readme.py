@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from kerasteps._startup import is_noise
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,3 +64,64 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
     assert "kerasteps.steps.StepNotCountedError: " + first.strip() in result.stderr
     for line in rest.strip().splitlines():
         assert line.strip() in result.stderr
+
+
+def test_quickstart_prints_what_the_readme_shows(tmp_path):
+    """The quickstart's first command, as a user types it (about 10 s)."""
+    shown = blocks(section("Quickstart"), "text")[0].strip().splitlines()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERASTEPS_VERBOSE")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "kerasteps.cli", "run", "global_step"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # stdout and stderr are two pipes here; on a terminal they interleave as shown.
+    logged = [line for line in shown if line.startswith("INFO:")]
+    assert result.stderr.splitlines() == logged
+    assert result.stdout.splitlines() == [line for line in shown if line not in logged]
+
+
+def test_paste_snippet_runs_without_warnings(tmp_path):
+    part = section("The step contract")
+    code = blocks(part, "python")[0]
+    result = run_script(tmp_path, "paste.py", code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # No warning from Keras (shuffle, ...); TensorFlow's own start-up lines aside
+    # (the snippet does not call kerasteps.quiet_startup()).
+    stderr = [line for line in result.stderr.splitlines() if not is_noise(line)]
+    assert stderr == [
+        f"INFO:kerasteps:loss={value} at step {step}"
+        for value, step in re.findall(
+            r"INFO:kerasteps:loss=(\d+\.\d{6}) at step (\d+)", result.stderr
+        )
+    ]
+    assert [int(s) for s in re.findall(r"at step (\d+)", result.stderr)] == [
+        1,
+        101,
+        201,
+    ]
+    assert result.stdout == "300\n"
+
+
+def test_long_runs_script_says_where_it_resumed(tmp_path):
+    """The "Long runs" script, shortened to 300 then 400 steps (about 20 s)."""
+    code = blocks(section("Long runs"), "python")[0]
+    assert "MAX_STEPS = 3000" in code
+    first = run_script(tmp_path, "train.py", code.replace("3000", "300"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "Resumed" not in first.stdout
+    assert first.stdout.splitlines()[-1] == "Stopped at step 300."
+    second = run_script(tmp_path, "train.py", code.replace("3000", "400"))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.splitlines()[0] == (
+        "Resumed from step 300 (checkpoint runs/long/checkpoints/ckpt-300)"
+    )
+    assert second.stdout.splitlines()[-1] == "Stopped at step 400."

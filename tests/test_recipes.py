@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import matplotlib.image
 import numpy as np
 import pytest
@@ -108,15 +109,19 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
     assert "Classes ['horizontal', 'vertical']" in result.output
     assert "Global step after training: 10." in result.output
     assert f"view:  kerasteps board {logdir}" in result.output
+    folder = logdir / "run-1"  # each run gets its own folder
+    assert f"table: kerasteps summary {folder}" in result.output
+    model = keras.saving.load_model(folder / "model.keras")
+    assert model.optimizer.iterations == 10
 
-    scalars = events.read_scalars(logdir)
+    scalars = events.read_scalars(folder)
     assert set(scalars) == {"train", "validation"}
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
             # N, 2N, 3N: not the final step 10, which is not a multiple of 3.
             assert [step for step, _ in scalars[run_name][tag]] == [3, 6, 9]
             # TensorBoard's own reader sees the same steps.
-            assert read_scalar_steps(str(logdir), run_name, tag) == [3, 6, 9]
+            assert read_scalar_steps(str(folder), run_name, tag) == [3, 6, 9]
         for _, accuracy in scalars[run_name]["accuracy"]:
             assert 0.0 <= accuracy <= 1.0
         for _, loss in scalars[run_name]["loss"]:
@@ -124,7 +129,7 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
     assert set(scalars["validation"]) == {"loss", "accuracy"}
 
     # The JSON lines hold the same values at the same steps.
-    records = read_jsonl(logdir / "log.jsonl")
+    records = read_jsonl(folder / "log.jsonl")
     assert [r["step"] for r in records] == [3, 6, 9]
     for record, (step, value) in zip(
         records, scalars["validation"]["loss"], strict=True
@@ -133,7 +138,7 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
         assert record["val_loss"] == pytest.approx(value, rel=1e-6)
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(records[0])
     # The final step is checkpointed (Every(N, last=True)).
-    assert StepCheckpoint.latest(logdir / "checkpoints").step == 10
+    assert StepCheckpoint.latest(folder / "checkpoints").step == 10
 
 
 def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
@@ -142,15 +147,17 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
     first = run("image_classifier", *common, "--steps", "4")
     assert "Global step after training: 4." in first.output
     second = run("image_classifier", *common, "--steps", "8", "--resume")
-    assert "Resumed from the checkpoint at global step 4." in second.output
+    folder = logdir / "run-1"
+    checkpoint = folder / "checkpoints" / "ckpt-4"
+    assert f"Resumed from step 4 (checkpoint {checkpoint})" in second.output
     assert "Global step after training: 8." in second.output
 
-    records = read_jsonl(logdir / "log.jsonl")
+    records = read_jsonl(folder / "log.jsonl")
     assert [r["step"] for r in records] == [2, 4, 6, 8]
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
-            assert scalar_steps(logdir, run_name, tag) == [2, 4, 6, 8]
-    assert StepCheckpoint.latest(logdir / "checkpoints").step == 8
+            assert scalar_steps(folder, run_name, tag) == [2, 4, 6, 8]
+    assert StepCheckpoint.latest(folder / "checkpoints").step == 8
 
     # Exact resume: the same values as one uninterrupted run of 8 steps.
     straight = tmp_path / "straight"
@@ -164,7 +171,7 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
         "--steps",
         "8",
     )
-    expected = read_jsonl(straight / "log.jsonl")
+    expected = read_jsonl(straight / "run-1" / "log.jsonl")
     for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
         assert [r[key] for r in records] == pytest.approx(
             [r[key] for r in expected], rel=1e-5
@@ -173,7 +180,22 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
     # Launched again at the end: nothing to train, nothing rewritten.
     again = run("image_classifier", *common, "--steps", "8", "--resume")
     assert "Already at step 8 >= --steps 8; nothing to train." in again.output
-    assert [r["step"] for r in read_jsonl(logdir / "log.jsonl")] == [2, 4, 6, 8]
+    assert [r["step"] for r in read_jsonl(folder / "log.jsonl")] == [2, 4, 6, 8]
+
+    # Without --resume, a new run goes beside it: run-1 is left as it was.
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    third = run("image_classifier", *common, "--steps", "2")
+    assert f"New run: {logdir / 'run-2'}" in third.output
+    assert [r["step"] for r in read_jsonl(logdir / "run-2" / "log.jsonl")] == [2]
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == (
+        before
+    )
+    assert sorted(events.read_scalars(logdir)) == [
+        "run-1/train",
+        "run-1/validation",
+        "run-2/train",
+        "run-2/validation",
+    ]
 
 
 def write_png_folders(root: Path, classes: dict[str, int], size: int = 12) -> None:
@@ -214,7 +236,7 @@ def test_image_classifier_reads_a_directory_of_class_folders(tmp_path):
     assert "Using 12 files for training." in result.output
     assert "Using 4 files for validation." in result.output
     assert "Classes ['cats', 'dogs']" in result.output
-    scalars = events.read_scalars(logdir)
+    scalars = events.read_scalars(logdir / "run-1")
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
             assert [step for step, _ in scalars[run_name][tag]] == [2, 4]
@@ -263,6 +285,8 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
         "--png",
         str(png),
     )
+    run_1 = logdir / "run-1"  # each run gets its own folder
+    assert result.output.startswith(f"New run: {run_1}\n")
     table = parse_table(result.output)
     assert list(table) == list(MODES)
     updates = {mode: int(table[mode]["updates"]) for mode in MODES}
@@ -277,7 +301,7 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
     # Per-example SGD: one update per example, 3000x the full-batch updates.
     assert per_epoch["sgd"] == 3000 * per_epoch["full_batch"]
     assert "makes 3000x the updates per epoch of full-batch" in result.output
-    scalars = events.read_scalars(logdir)
+    scalars = events.read_scalars(run_1)
     for mode in MODES:
         assert table[mode]["epochs"] == "1"
         # The time of the mode's last point, as written: milliseconds, or
@@ -296,38 +320,79 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
     assert set(scalars) == {f"{mode}/train" for mode in MODES}
     sgd = scalars["sgd/train"]
     assert [step for step, _ in sgd["loss"]] == list(range(100, 3001, 100))
-    assert [step for step, _ in sgd["full_data_mse"]] == list(range(100, 3001, 100))
+    # The MSE on all examples also at step 0: the initial network, before training.
+    assert [step for step, _ in sgd["full_data_mse"]] == list(range(0, 3001, 100))
     assert sgd["full_data_mse"][-1][1] == pytest.approx(mse["sgd"], abs=1e-6)
     assert [step for step, _ in scalars["full_batch/train"]["loss"]] == [1]
     assert [step for step, _ in scalars["minibatch_32/train"]["loss"]] == [94]
+    # Every mode starts from the same step-0 point, the printed initial MSE, in
+    # TensorBoard (as its own reader sees it) and in the JSON lines.
+    (printed,) = [
+        line.rsplit(" ", 1)[1]
+        for line in result.output.splitlines()
+        if "MSE of the initial network" in line
+    ]
+    initial = {scalars[f"{mode}/train"]["full_data_mse"][0] for mode in MODES}
+    assert len(initial) == 1
+    ((step, value),) = initial
+    assert step == 0 and format_value(value) == printed
+    for mode in MODES:
+        assert scalars[f"{mode}/train"]["train_seconds"][0] == (0, 0.0)
+        curve = read_scalar_steps(str(run_1 / mode), "train", "full_data_mse")
+        assert curve[0] == 0 and curve == sorted(set(curve))
+        (first, *_) = read_jsonl(run_1 / mode / "log.jsonl")
+        assert first["step"] == 0 and first["full_data_mse"] == pytest.approx(value)
+    # One Keras model per mode, loadable with Keras alone.
+    for mode in MODES:
+        model = keras.saving.load_model(run_1 / mode / "model.keras")
+        assert model.input_shape == (None, 16) and model.output_shape == (None, 16)
     # The sgd run fused 100 updates per compiled call.
     assert "sgd: batch 1, 3000 update(s) per epoch, 100 per call" in result.output
     for mode in MODES:
-        assert (
-            StepCheckpoint.latest(logdir / mode / "checkpoints").step == (updates[mode])
-        )
+        assert StepCheckpoint.latest(run_1 / mode / "checkpoints").step == updates[mode]
 
     # The PNG decodes, and is small.
     image = matplotlib.image.imread(png)
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 300
     assert png.stat().st_size < 200_000
     assert f"Plot written to {png}" in result.output
-    assert f"view:  kerasteps board {logdir}" in result.output
+    assert f"view:  kerasteps board {logdir}\n" in result.output
+    assert f"table: kerasteps summary {run_1}\n" in result.output
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under `folder`: its modification time and its bytes."""
+    return {
+        str(path.relative_to(folder)): (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     small = ("--examples", "256", "--n-fft", "16", "--log-every", "64")
     straight = tmp_path / "straight"
     run("batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(straight))
-    resumed = tmp_path / "resumed"
-    run("batch_vs_sgd", *small, "--epochs", "1", "--logdir", str(resumed))
+    logdir = tmp_path / "resumed"
+    run("batch_vs_sgd", *small, "--epochs", "1", "--logdir", str(logdir))
+    # A second run without --resume gets its own folder; the first is untouched.
+    run_1, run_2 = logdir / "run-1", logdir / "run-2"
+    before = folder_state(run_1)
+    result = run("batch_vs_sgd", *small, "--epochs", "1", "--logdir", str(logdir))
+    assert result.output.startswith(f"New run: {run_2}\n")
+    # --resume continues the latest run, run-2.
     result = run(
-        "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(resumed), "--resume"
+        "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(logdir), "--resume"
     )
+    assert "New run" not in result.output
+    checkpoint = run_2 / "sgd" / "checkpoints" / "ckpt-256"
+    assert f"sgd: resumed from step 256 (checkpoint {checkpoint})\n" in result.output
     assert (
         "sgd: batch 1, 256 update(s) per epoch, 64 per call; global step 256 -> 512"
         in (result.output)
     )
+    assert sorted(os.listdir(logdir)) == ["run-1", "run-2"]
+    assert folder_state(run_1) == before
     table = parse_table(result.output)
     assert {mode: table[mode]["updates"] for mode in MODES} == {
         "full_batch": "2",
@@ -335,28 +400,49 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
         "minibatch_32": "16",
         "sgd": "512",
     }
-    expected = events.read_scalars(straight)
-    got = events.read_scalars(resumed, sort=False)
-    for mode in MODES:
-        curve = got[f"{mode}/train"]["full_data_mse"]
-        steps = [step for step, _ in curve]
-        assert steps == sorted(set(steps))  # each step once, in order
-        want = expected[f"{mode}/train"]["full_data_mse"]
-        assert steps == [step for step, _ in want]
-        assert [v for _, v in curve] == pytest.approx([v for _, v in want])
-        seconds = [value for _, value in got[f"{mode}/train"]["train_seconds"]]
-        assert seconds == sorted(seconds)  # the clock continues across the resume
+
+    def assert_same_as_straight(modes):
+        expected = events.read_scalars(straight / "run-1")
+        got = events.read_scalars(run_2, sort=False)
+        for mode in modes:
+            curve = got[f"{mode}/train"]["full_data_mse"]
+            steps = [step for step, _ in curve]
+            assert steps[0] == 0  # the initial network's point, written once
+            assert steps == sorted(set(steps))  # each step once, in order
+            want = expected[f"{mode}/train"]["full_data_mse"]
+            assert steps == [step for step, _ in want]
+            assert [v for _, v in curve] == pytest.approx([v for _, v in want])
+            seconds = [value for _, value in got[f"{mode}/train"]["train_seconds"]]
+            assert seconds == sorted(seconds)  # the clock continues across resumes
+            lines = [line["step"] for line in read_jsonl(run_2 / mode / "log.jsonl")]
+            assert lines == steps
+
+    assert_same_as_straight(MODES)
+    # Without a checkpoint a resumed mode starts again at step 0; its step-0 point,
+    # already there, is kept and not written twice.
+    for path in sorted((run_2 / "sgd" / "checkpoints").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    result = run(
+        "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(logdir), "--resume"
+    )
+    checkpoints = run_2 / "sgd" / "checkpoints"
+    assert f"sgd: no checkpoint in {checkpoints} yet: starting at step 0.\n" in (
+        result.output
+    )
+    assert "full_batch: already at step 2; nothing to train." in result.output
+    assert_same_as_straight(["sgd"])
 
     # Resuming with other data is refused before training.
     result = CliRunner().invoke(
         main,
-        ["run", "batch_vs_sgd", *small, "--logdir", str(resumed), "--resume"]
+        ["run", "batch_vs_sgd", *small, "--logdir", str(logdir), "--resume"]
         + ["--n-fft", "32"],
     )
     assert result.exit_code == 2, result.output
     assert "n_fft: 16 -> 32" in result.output
-    assert json.loads((resumed / "run.json").read_text())["n_fft"] == 16
-    assert os.path.exists(resumed / "batch_vs_sgd.png")
+    assert json.loads((run_2 / "run.json").read_text())["n_fft"] == 16
+    assert sorted(os.listdir(logdir)) == ["run-1", "run-2"]
+    assert os.path.exists(run_2 / "batch_vs_sgd.png")
 
 
 def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
@@ -385,6 +471,15 @@ def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
         "sgd": "40",
     }
     assert "makes 40x the updates per epoch of full-batch" in result.output
+    # Each mode's model.keras is its trained model: loaded with Keras alone, its MSE
+    # on the pairs is the mode's last logged full_data_mse.
+    y = x[:, ::-1] * 0.5 + 0.25
+    scalars = events.read_scalars(logdir / "run-1")
+    for mode in MODES:
+        model = keras.saving.load_model(logdir / "run-1" / mode / "model.keras")
+        mse = float(np.mean((np.asarray(model.predict(x, verbose=0)) - y) ** 2))
+        (_, logged), *_ = reversed(scalars[f"{mode}/train"]["full_data_mse"])
+        assert mse == pytest.approx(logged, rel=1e-5)
 
     np.savez(pairs, x=x, y=x * 2.0)  # targets a sigmoid cannot reach
     result = CliRunner().invoke(
@@ -392,3 +487,4 @@ def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
     )
     assert result.exit_code == 2, result.output
     assert "y must lie in [0, 1]" in result.output
+    assert sorted(os.listdir(logdir)) == ["run-1"]  # refused: no new run folder

@@ -178,7 +178,11 @@ def test_run_help_shows_the_recipe_options(fixture_recipes):
     result = invoke("run", "hello", "--help")
     assert result.exit_code == 0
     assert result.output.startswith("Usage: kerasteps run hello [OPTIONS]\n")
-    options = [line.split()[0] for line in result.output.splitlines() if "  --" in line]
+    options = [
+        re.search(r"--[\w-]+", line).group()
+        for line in result.output.splitlines()
+        if re.match(r"  (-\w, )?--", line)
+    ]
     assert options[:5] == ["--steps", "--log-every", "--logdir", "--seed", "--resume"]
     assert {"--name", "--times", "--help"} <= set(options)
     assert "[default: 7; x>=1]" in " ".join(result.output.split())  # its default

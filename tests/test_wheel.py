@@ -88,5 +88,6 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
     output = trained.stdout + trained.stderr
     assert "loss=" in output and "at step 1\n" in output and "at step 11\n" in output
     assert "Global step after training: 20" in trained.stdout
-    assert (work / "logs" / "log.jsonl").exists()
-    assert os.listdir(work / "logs" / "train")
+    assert (work / "logs" / "run-1" / "log.jsonl").exists()
+    assert os.listdir(work / "logs" / "run-1" / "train")
+    assert (work / "logs" / "run-1" / "model.keras").exists()

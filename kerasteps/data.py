@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from kerasteps import steps as steps_lib
-from kerasteps.schedule import _check_positive_int
+from kerasteps._validate import check_int
 
 __all__ = ["skip_consumed"]
 
@@ -93,7 +93,7 @@ def skip_consumed(
         step = steps_lib.micro_steps(step)
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")
-    batches_per_step = _check_positive_int("batches_per_step", batches_per_step)
+    batches_per_step = check_int("batches_per_step", batches_per_step)
     consumed = int(step) * batches_per_step
     if consumed == 0:
         return dataset

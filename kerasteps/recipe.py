@@ -113,6 +113,7 @@ from typing import Any, NamedTuple, TypeVar
 import click
 
 from kerasteps import _startup
+from kerasteps._paths import creatable_problem
 from kerasteps._validate import check_int
 
 __all__ = [
@@ -275,20 +276,9 @@ def _check_logdir(
 
     Nothing is created here: a run refused for another option leaves no folder.
     """
-    if "://" in value:
-        return value  # a remote file system: checked when the run writes
-    path = os.path.abspath(value)
-    existing = path
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise click.BadParameter(
-            f"cannot create {value!r}: {existing!r} is a file (Not a directory)."
-        )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise click.BadParameter(
-            f"cannot create or write {value!r}: no write permission in {existing!r}."
-        )
+    problem = creatable_problem(value)
+    if problem:
+        raise click.BadParameter(problem)
     return value
 
 

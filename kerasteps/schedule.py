@@ -10,9 +10,6 @@ from kerasteps._validate import check_int
 __all__ = ["Every"]
 
 
-_check_positive_int = check_int
-
-
 class Every:
     """Fires every `n` global steps: the schedule shared by all kerasteps callbacks.
 
@@ -49,8 +46,8 @@ class Every:
         first: bool = False,
         last: bool = False,
     ):
-        self.n = _check_positive_int("n", n)
-        self.start = self.n if start is None else _check_positive_int("start", start)
+        self.n = check_int("n", n)
+        self.start = self.n if start is None else check_int("start", start)
         self.first = bool(first)
         self.last = bool(last)
 

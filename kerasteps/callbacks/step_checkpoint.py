@@ -12,10 +12,11 @@ import tensorflow as tf
 
 from kerasteps import _lock, _signals
 from kerasteps import steps as steps_lib
+from kerasteps._paths import writable_dir
+from kerasteps._validate import check_int
 from kerasteps.callbacks import _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
-from kerasteps.callbacks.step_tensorboard import check_writable_dir
 from kerasteps.checkpoint_store import (
     NAME_RE,
     CheckpointInfo,
@@ -23,7 +24,7 @@ from kerasteps.checkpoint_store import (
     NonFiniteStateError,
     read_meta,
 )
-from kerasteps.schedule import Every, _check_positive_int
+from kerasteps.schedule import Every
 
 __all__ = ["StepCheckpoint"]
 
@@ -182,11 +183,11 @@ class StepCheckpoint(StepCallback):
                 f"`async_save` must be True or False, received {async_save!r}."
             )
         self.async_save = async_save
-        keep = _check_positive_int("keep", keep)
+        keep = check_int("keep", keep)
         if verbose not in (0, 1) or not isinstance(verbose, int):
             raise ValueError(f"`verbose` must be 0 or 1, received {verbose!r}.")
         self.verbose = int(verbose)
-        self.directory = check_writable_dir(directory, "directory")
+        self.directory = writable_dir(directory, "directory")
         self.keep = keep
         self.signals = _signals.check_signals(signals)
         self.store = CheckpointStore(self.directory, keep)

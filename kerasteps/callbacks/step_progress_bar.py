@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 import keras
 
 from kerasteps._terminal import LiveLine
+from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
-from kerasteps.schedule import Every, _check_positive_int
+from kerasteps.schedule import Every
 
 __all__ = ["StepProgressBar"]
 
@@ -150,8 +151,8 @@ class StepProgressBar(StepCallback):
         reduce: str = "mean",
     ):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        self.total_steps = _check_positive_int("total_steps", total_steps)
-        self.width = _check_positive_int("width", width)
+        self.total_steps = check_int("total_steps", total_steps)
+        self.width = check_int("width", width)
         if isinstance(keys, str):
             raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
         self.keys = None if keys is None else list(keys)

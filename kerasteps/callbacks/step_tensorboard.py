@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps import _eventfiles, _lock
+from kerasteps._paths import writable_dir
 from kerasteps.callbacks._sinks import report_dropped
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
@@ -24,28 +25,6 @@ __all__ = ["StepTensorBoard"]
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 logger = logging.getLogger("kerasteps")
-
-
-def check_writable_dir(path: str | os.PathLike, argument: str) -> str:
-    """Creates `path` if needed; raises `ValueError` naming `argument` if unwritable."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"`{argument}` must be a directory path, received {path!r}.")
-    path = os.fspath(path)
-    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
-        raise ValueError(
-            f"`{argument}` must be a directory, received the path of a file: {path!r}."
-        )
-    try:
-        tf.io.gfile.makedirs(path)
-    except Exception as error:  # noqa: BLE001 - report as bad input
-        raise ValueError(
-            f"`{argument}` is not writable: cannot create {path!r} ({error})."
-        ) from error
-    if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(
-            f"`{argument}` is not writable: no write permission in {path!r}."
-        )
-    return path
 
 
 def _encode_png(image: Any, tag: str) -> tuple[bytes, int, int]:
@@ -140,7 +119,7 @@ class StepTensorBoard(StepCallback):
         reduce: str = "mean",
     ):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        self.log_dir = check_writable_dir(log_dir, "log_dir")
+        self.log_dir = writable_dir(log_dir, "log_dir")
         self.histogram_every = (
             None
             if histogram_every is None

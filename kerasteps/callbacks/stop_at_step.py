@@ -7,9 +7,10 @@ import logging
 import keras
 
 from kerasteps import steps as steps_lib
+from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
-from kerasteps.schedule import Every, _check_positive_int
+from kerasteps.schedule import Every
 
 __all__ = ["StopAtStep"]
 
@@ -58,7 +59,7 @@ class StopAtStep(StepCallback):
     reads_values = False
 
     def __init__(self, max_steps: int):
-        max_steps = _check_positive_int("max_steps", max_steps)
+        max_steps = check_int("max_steps", max_steps)
         # Fires when the step crosses `max_steps` (the schedule's first firing step).
         super().__init__(Every(max_steps))
         self.max_steps = max_steps

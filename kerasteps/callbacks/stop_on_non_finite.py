@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kerasteps import _finite, _model_state
+from kerasteps._paths import writable_dir
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
-from kerasteps.callbacks.step_tensorboard import check_writable_dir
 from kerasteps.checkpoint_store import Capture, CheckpointInfo, CheckpointStore
 from kerasteps.schedule import Every
 
@@ -95,7 +95,7 @@ class StopOnNonFinite(StepCallback):
         elif isinstance(getattr(checkpoint, "store", None), CheckpointStore):
             self._store = checkpoint.store  # a StepCheckpoint: its directory
         elif isinstance(checkpoint, (str, os.PathLike)):
-            directory = check_writable_dir(checkpoint, "checkpoint")
+            directory = writable_dir(checkpoint, "checkpoint")
             self._store = CheckpointStore(directory, keep=3)
         else:
             raise TypeError(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
+from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
-from kerasteps.schedule import Every, _check_positive_int
+from kerasteps.schedule import Every
 
 __all__ = ["Throughput"]
 
@@ -51,9 +52,7 @@ class Throughput(StepCallback):
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):
         super().__init__(Every.coerce(every, name="every"))
         self.batch_size = (
-            None
-            if batch_size is None
-            else _check_positive_int("batch_size", batch_size)
+            None if batch_size is None else check_int("batch_size", batch_size)
         )
         self._window_start: tuple[float, int] | None = None
         #: The values of the last window, `{"steps_per_second": ..., ...}`.

@@ -9,9 +9,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
-from kerasteps.schedule import Every, _check_positive_int
+from kerasteps.schedule import Every
 
 __all__ = ["ValidateEvery"]
 
@@ -164,13 +165,13 @@ class ValidateEvery(StepCallback):
                 f"`prefix` must be a non-empty str such as 'val_', received {prefix!r}."
             )
         self.prefix = prefix
-        batch_size = _check_positive_int("batch_size", batch_size)
+        batch_size = check_int("batch_size", batch_size)
         if steps is not None:
             if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
                 raise TypeError(
                     f"`steps` must be a positive int or None, received {steps!r}."
                 )
-            steps = _check_positive_int("steps", steps)
+            steps = check_int("steps", steps)
         self.steps = steps
         self.batch_size = batch_size
         self.validation_data = validation_data

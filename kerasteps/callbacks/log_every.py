@@ -124,18 +124,25 @@ class LogEvery(StepCallback):
 
     Example:
 
-    >>> import logging, numpy as np, keras
+    >>> import logging, sys, numpy as np, keras
     >>> from kerasteps import Every
     >>> from kerasteps.callbacks import LogEvery
-    >>> logging.basicConfig(level=logging.INFO)
+    >>> logger = logging.getLogger("kerasteps")
+    >>> logger.setLevel(logging.INFO)
+    >>> handler = logging.StreamHandler(sys.stdout)  # print the lines here
+    >>> logger.addHandler(handler)
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile("sgd", "mse")
     >>> x, y = np.ones((64, 2)), np.ones((64, 1))
     >>> _ = model.fit(x, y, batch_size=2, verbose=0,
-    ...               callbacks=[LogEvery(Every(10, start=1))])  # steps 1, 11, 21, 31
+    ...               callbacks=[LogEvery(Every(10, start=1))])  # doctest: +ELLIPSIS
+    loss=... at step 1
+    loss=... at step 11
+    loss=... at step 21
+    loss=... at step 31
+    >>> logger.removeHandler(handler)
     """
 
-    phase = 50
     records_extras = True
     chief_only = True
 

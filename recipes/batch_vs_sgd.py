@@ -330,8 +330,7 @@ def main(
     class FullDataCurve(StepCallback):
         """Provides `full_data_mse` and `train_seconds` to the sinks."""
 
-        phase = 15  # a provider: before the sinks
-        is_provider = True
+        role = "provider"  # adds values: acts before the sinks
 
         def __init__(self, every, clock):
             super().__init__(every)

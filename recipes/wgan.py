@@ -251,8 +251,7 @@ def main(
     class ModeCoverageEvery(StepCallback):
         """Measures the mode coverage of 2000 samples; the sinks record it."""
 
-        is_provider = True
-        phase = 10
+        role = "provider"  # adds values: acts before the sinks
 
         def on_step(self, event):
             coverage = mixtures.mode_coverage(

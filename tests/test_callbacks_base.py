@@ -312,3 +312,71 @@ def test_a_step_callback_reads_the_trained_state_without_reading_values():
     assert len(set(kernels)) == 5  # a new state at every point
     final = float(keras.ops.convert_to_numpy(keras.ops.sum(model.layers[-1].kernel)))
     assert kernels[-1] == final
+
+
+def test_roles_order_callbacks_at_a_step_whatever_the_list_order(tmp_path):
+    """A provider listed after a sink still provides first; actions act last."""
+    seen = []
+
+    class Provider(StepCallback):
+        role = "provider"
+
+        def on_step(self, event):
+            seen.append(("provider", event.step))
+            return {"answer": 42.0}
+
+    class Action(StepCallback):
+        role = "action"
+        reads_values = False
+
+        def on_step(self, event):
+            seen.append(("action", event.step))
+
+    class Every4(StepCallback):
+        def on_step(self, event):
+            seen.append(("sink", event.step))
+
+        def on_other_step(self, event):
+            seen.append(("other", event.step))
+
+    x, y = tiny_data(16)
+    tiny_model().fit(
+        x,
+        y,
+        batch_size=2,
+        verbose=0,
+        callbacks=[
+            Action(every=2),
+            JSONLinesLogger(tmp_path / "log.jsonl", every=2),
+            Every4(every=4),
+            Provider(every=2),
+        ],
+    )
+    assert [r["answer"] for r in read_jsonl(tmp_path / "log.jsonl")] == [42.0] * 4
+    assert seen == [
+        ("other", 1),  # the hub checks the first step of a run
+        ("provider", 2),
+        ("other", 2),  # the hub stopped at 2, where Every4 is not due
+        ("action", 2),
+        ("provider", 4),
+        ("sink", 4),
+        ("action", 4),
+        ("provider", 6),
+        ("other", 6),
+        ("action", 6),
+        ("provider", 8),
+        ("sink", 8),
+        ("action", 8),
+        ("other", 8),  # the run's end: only Every(last=True) schedules fire
+    ]
+
+
+def test_an_unknown_role_is_refused_before_training():
+    class Odd(StepCallback):
+        role = "observer"
+
+    model = tiny_model()
+    x, y = tiny_data(4)
+    with pytest.raises(ValueError, match=r"Odd.role must be one of provider, guard, "):
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=[Odd(every=1)])
+    assert kerasteps.global_step(model) == 0

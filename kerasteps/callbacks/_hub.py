@@ -20,7 +20,7 @@ and `fit()` call does that:
   optimizers and the one-line declaration.
 - **Dispatch.** Between steps where some callback is due, a batch end costs a few
   attribute reads. At a due step the first kerasteps callback that Keras calls
-  processes the batch for all of them, in phase order (providers such as validation
+  processes the batch for all of them, in role order (providers such as validation
   first, then guards, sinks, checkpoints, stop); the others return at once.
 - **Values.** `training_values` gives each callback its values reduced as it asks
   (see `StepEvent`), from `MetricWindows`: state is read once per step.
@@ -49,6 +49,11 @@ from kerasteps import steps as steps_lib
 from kerasteps.callbacks import _windows
 from kerasteps.callbacks.step_event import StepRecord, scalar_items
 from kerasteps.steps import StepNotCountedError
+
+#: The roles of kerasteps callbacks, in the order they act at one step: values are
+#: provided, checked, recorded, then acted on (checkpoint, stop). The one place that
+#: orders callbacks (`StepCallback.role`).
+ROLES = ("provider", "guard", "sink", "action")
 
 if TYPE_CHECKING:
     from kerasteps.callbacks.base import StepCallback
@@ -203,12 +208,17 @@ class RunHub:
     # -- registration -------------------------------------------------------------
     def register(self, callback: StepCallback, active: bool = True) -> None:
         """Adds a callback; an inactive one (a sink on a worker) only counts."""
+        if callback.role not in ROLES:
+            raise ValueError(
+                f"{type(callback).__name__}.role must be one of {', '.join(ROLES)}; "
+                f"received {callback.role!r}."
+            )
         with self._lock:
             group = self.callbacks if active else self._passive
             if callback not in group:
                 group.append(callback)
-                # Stable sort: phase first, then the order the user listed them.
-                group.sort(key=lambda cb: cb.phase)
+                # Stable sort: role first, then the order the user listed them.
+                group.sort(key=lambda cb: ROLES.index(cb.role))
             self._last_readers = [
                 cb
                 for cb in self.callbacks + self._passive

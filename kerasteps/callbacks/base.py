@@ -60,10 +60,13 @@ class StepCallback(keras.callbacks.Callback):
     step 4 loss 0.0
     """
 
-    #: Order among kerasteps callbacks at one step (lower first).
-    phase: ClassVar[int] = 50
-    #: Providers add values (`val_*`, throughput) for the sinks at the same step.
-    is_provider: ClassVar[bool] = False
+    #: What the callback does at a step (`_hub.ROLES`); it decides the order of the
+    #: kerasteps callbacks acting at one step: `"provider"` adds values for the
+    #: others (`ValidateEvery`'s `val_*`, `Throughput`), `"guard"` checks them
+    #: (`StopOnNonFinite`), `"sink"` records them (`LogEvery`, `StepTensorBoard`,
+    #: `JSONLinesLogger`, `StepProgressBar`), `"action"` acts on the run
+    #: (`StepCheckpoint`, `StopAtStep`). Within a role, the order given to `fit()`.
+    role: ClassVar[str] = "sink"
     #: Sinks also record values that providers or Keras validation add at a step
     #: where their own schedule did not fire.
     records_extras: ClassVar[bool] = False
@@ -105,6 +108,19 @@ class StepCallback(keras.callbacks.Callback):
             event: The `StepEvent`: true step, logs, extras, counters, `values()`.
         """
 
+    def on_other_step(self, event: StepEvent) -> None:
+        """Called at a step where the hub stopped but `on_step` is not called.
+
+        The hub stops at the steps where some callback is due; this one's own
+        `every` did not fire there (and a sink got no values to record). Act here on
+        other schedules of this callback (`StepTensorBoard`'s histograms and images,
+        returned by `schedules()`) or check state (`StepCheckpoint`'s signals). Not
+        overriding it costs nothing.
+
+        Args:
+            event: The `StepEvent` of that step (`event.scheduled` is False).
+        """
+
     def on_run_end(self, final_step: int) -> None:
         """Called once when `fit()` ends (flush and close files here).
 
@@ -139,6 +155,11 @@ class StepCallback(keras.callbacks.Callback):
             )
         return self._hub
 
+    @property
+    def is_provider(self) -> bool:
+        """Whether this callback adds values for the others (`role == "provider"`)."""
+        return self.role == "provider"
+
     def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
         if self.is_provider:
             if fired:
@@ -146,12 +167,20 @@ class StepCallback(keras.callbacks.Callback):
                 values = self.on_step(StepEvent(record, self, True))
                 if values:
                     record.extras.update(values)
+            elif self._has_other_steps:
+                self.on_other_step(StepEvent(record, self, False))
             return
         if not fired and not (self.records_extras and record.extras):
+            if self._has_other_steps:
+                self.on_other_step(StepEvent(record, self, False))
             return
         if fired:
             self._last_fired_step = record.step
         self.on_step(StepEvent(record, self, fired))
+
+    @property
+    def _has_other_steps(self) -> bool:
+        return type(self).on_other_step is not StepCallback.on_other_step
 
     # -- Keras hooks (final: subclasses implement the on_run_*/on_step hooks) ------
     def on_train_begin(self, logs: dict | None = None) -> None:

@@ -97,7 +97,6 @@ class JSONLinesLogger(StepCallback):
     [5, 10, 15, 20]
     """
 
-    phase = 50
     records_extras = True
     chief_only = True
 

@@ -165,7 +165,7 @@ class StepCheckpoint(StepCallback):
     20
     """
 
-    phase = 80
+    role = "action"
     reads_values = False
 
     def __init__(
@@ -416,23 +416,31 @@ class StepCheckpoint(StepCallback):
         self._stop.install()
 
     def on_step(self, event: StepEvent) -> None:
+        self._raise_failed_write()
         if self.hub.non_finite_at == event.step:
             logger.warning(
                 "StepCheckpoint: not saving step %d, where a loss is not finite.",
                 event.step,
             )
-            return
-        self._save_or_defer(event)
+        else:
+            self._save_or_defer(event)
+        self._stop_on_signal(event)
 
-    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
+    def on_other_step(self, event: StepEvent) -> None:
+        self._raise_failed_write()
+        self._stop_on_signal(event)
+
+    def _raise_failed_write(self) -> None:
         if self.store.failed:  # the background write failed: raise it here
             self._finish_background()
-        super()._dispatch_step(record, fired)
+
+    def _stop_on_signal(self, event: StepEvent) -> None:
+        """After SIGTERM or Ctrl-C: save this step (unless not finite) and stop."""
         if self.signal_received is not None and not self.interrupted:
             self.interrupted = True
             self.model.stop_training = True
-            if self.hub.non_finite_at != record.step:
-                self._save_or_defer(record)
+            if self.hub.non_finite_at != event.step:
+                self._save_or_defer(event)
 
     def _save_or_defer(self, event: StepEvent | StepRecord) -> None:
         if event.epoch_last and not event.final:

@@ -138,7 +138,6 @@ class StepProgressBar(StepCallback):
     (True, 20)
     """
 
-    phase = 60
     chief_only = True
 
     def __init__(

@@ -101,7 +101,6 @@ class StepTensorBoard(StepCallback):
     ...               callbacks=[StepTensorBoard(log_dir, every=5)])
     """
 
-    phase = 50
     records_extras = True
     chief_only = True
 
@@ -270,19 +269,17 @@ class StepTensorBoard(StepCallback):
             values.append(_eventfiles.image_value(tag, png, width, height))
         return values
 
-    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
-        if not fired and not record.extras:
-            extra = []
-            if self._histograms_due(record):
-                extra.extend(self._histograms())
-            if self._images_due(record):
-                extra.extend(self._images(record.step))
-            if extra:
-                with self._lock:
-                    self._write(self.train_run, record.step, extra, record.time)
-                    self._writer(self.train_run).flush()
-            return
-        super()._dispatch_step(record, fired)
+    def on_other_step(self, event: StepEvent) -> None:
+        """Histograms and images on their own schedules, between scalar points."""
+        extra = []
+        if self._histograms_due(event):
+            extra.extend(self._histograms())
+        if self._images_due(event):
+            extra.extend(self._images(event.step))
+        if extra:
+            with self._lock:
+                self._write(self.train_run, event.step, extra, event.time)
+                self._writer(self.train_run).flush()
 
     def _close_writers(self) -> None:
         for writer in self._writers.values():

@@ -55,7 +55,7 @@ class StopAtStep(StepCallback):
     (30, 0)
     """
 
-    phase = 100
+    role = "action"
     reads_values = False
 
     def __init__(self, max_steps: int):

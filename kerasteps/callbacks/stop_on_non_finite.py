@@ -47,8 +47,9 @@ class StopOnNonFinite(StepCallback):
     sets of buffers kept in memory (twice the state's size): use a larger `every`
     for big models (the saved state is then up to `every` steps old).
 
-    It runs before the sinks and the checkpoints at a step (phase 40); a scheduled
-    `StepCheckpoint` does not save the step where this callback stopped.
+    It acts before the sinks and the checkpoints at a step (its `role` is
+    `"guard"`); a scheduled `StepCheckpoint` does not save the step where this
+    callback stopped.
 
     Args:
         keys: Optional sequence of value names to watch instead of the losses.
@@ -71,7 +72,7 @@ class StopOnNonFinite(StepCallback):
     ('loss', True)
     """
 
-    phase = 40
+    role = "guard"
     reads_values = False
 
     def __init__(

@@ -45,8 +45,7 @@ class Throughput(StepCallback):
     ['examples_per_second', 'steps_per_second']
     """
 
-    phase = 20
-    is_provider = True
+    role = "provider"
     reads_values = False
 
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):

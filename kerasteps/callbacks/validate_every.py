@@ -147,8 +147,7 @@ class ValidateEvery(StepCallback):
     ['val_loss', 'val_mae']
     """
 
-    phase = 10
-    is_provider = True
+    role = "provider"
     reads_values = False
 
     def __init__(

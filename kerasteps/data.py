@@ -1,16 +1,19 @@
-"""Data helpers for step-planned runs: resume a repeatable pipeline exactly."""
+"""Data helpers for step-planned runs: resume a repeatable pipeline exactly, and
+feed a GAN step its fresh critic batches."""
 
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kerasteps import steps as steps_lib
 from kerasteps._validate import check_int
 
-__all__ = ["skip_consumed"]
+__all__ = ["gan_batches", "skip_consumed"]
 
 
 def _check_batch_size(dataset: tf.data.Dataset, model: keras.Model) -> None:
@@ -105,3 +108,123 @@ def skip_consumed(
             "`steps_per_epoch` so the run is one stream of batches."
         )
     return dataset.skip(consumed)
+
+
+def gan_batches(
+    x: Any,
+    batch_size: int,
+    n_critic: int = 5,
+    *,
+    shuffle: bool = True,
+    seed: int | None = None,
+    repeat: bool = False,
+) -> tf.data.Dataset:
+    """Real examples in elements of `n_critic` fresh critic batches, for a GAN step.
+
+    Each element holds `n_critic * batch_size` examples: one GAN step (as
+    `kerasteps.models.WGAN` trains it) takes `n_critic` critic batches of
+    `batch_size`, each a fresh one. The remainder that does not fill an element is
+    dropped. Arrays are shuffled by index, once per pass (a stateless shuffle
+    seeded per pass), and gathered as whole elements: cheaper than shuffling and
+    batching example by example; with `seed` the stream is repeatable, so
+    `skip_consumed` resumes it exactly. `WGAN.make_dataset` is this function.
+
+    Args:
+        x: A NumPy array or tensor of examples (first axis = examples), or a
+            `tf.data.Dataset` of single (unbatched) examples.
+        batch_size: Int >= 1, the critic (and generator) batch size.
+        n_critic: Int >= 1, critic batches per element. Defaults to `5`.
+        shuffle: Bool, reshuffle the examples every pass. Defaults to `True`.
+        seed: Optional int shuffle seed. Defaults to `None`.
+        repeat: Bool, repeat forever (then pass `steps_per_epoch` to `fit`).
+            Defaults to `False`.
+
+    Returns:
+        A `tf.data.Dataset` of tensors of shape
+        `(n_critic * batch_size, *example_shape)`.
+
+    Raises:
+        ValueError: if `batch_size` or `n_critic` is not an int >= 1, or `x`
+            holds fewer examples than one element, or is not an array of
+            examples of rank >= 2 (a dataset: of rank >= 1).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kerasteps.data import gan_batches
+    >>> ds = gan_batches(np.zeros((100, 2), "float32"), 8, n_critic=5)
+    >>> ds.element_spec.shape.as_list(), int(ds.cardinality())
+    ([40, 2], 2)
+    """
+    batch_size = check_int("batch_size", batch_size, wrong_type=ValueError)
+    n_critic = check_int("n_critic", n_critic, wrong_type=ValueError)
+    size = n_critic * batch_size
+    if isinstance(x, tf.data.Dataset):
+        return _from_dataset(x, size, shuffle, seed, repeat)
+    x = np.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(
+            "`x` must be an array of examples of rank >= 2, shape "
+            f"(n_examples, *example_shape), received shape {x.shape}."
+        )
+    if np.issubdtype(x.dtype, np.floating) and x.dtype != np.float32:
+        x = x.astype(np.float32)
+    n = len(x)
+    if n < size:
+        raise ValueError(
+            f"`x` has {n} examples, fewer than one element of n_critic * "
+            f"batch_size = {n_critic} * {batch_size} = {size}."
+        )
+    # Shuffle indices once per pass and gather whole elements: much cheaper
+    # than shuffling and batching example by example.
+    elements = n // size
+    examples = tf.constant(x)
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    seeds = seeds if repeat else seeds.take(1)
+
+    def one_pass(pass_seed: tf.Tensor) -> tf.data.Dataset:
+        order = tf.range(n, dtype=tf.int64)
+        if shuffle:
+            order = tf.random.experimental.stateless_shuffle(
+                order, seed=tf.stack([pass_seed, tf.constant(0, tf.int64)])
+            )
+        order = tf.reshape(order[: elements * size], (elements, size))
+        return tf.data.Dataset.from_tensor_slices(order)
+
+    ds = seeds.flat_map(one_pass)
+    ds = ds.map(
+        lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
+    ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _from_dataset(
+    ds: tf.data.Dataset,
+    size: int,
+    shuffle: bool,
+    seed: int | None,
+    repeat: bool,
+) -> tf.data.Dataset:
+    if isinstance(ds.element_spec, tuple):
+        ds = ds.map(lambda *t: t[0])
+    shape = getattr(ds.element_spec, "shape", None)
+    if shape is None or shape.rank is None or shape.rank < 1:
+        raise ValueError(
+            "`x` must be a dataset of single examples of rank >= 1, its "
+            f"element spec is {ds.element_spec}."
+        )
+    n = int(ds.cardinality())
+    if 0 <= n < size:
+        raise ValueError(
+            f"`x` has {n} examples, fewer than one element of n_critic * "
+            f"batch_size = {size}."
+        )
+    if shuffle:
+        buffer = 10_000 if n < 0 else min(n, 100_000)
+        ds = ds.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.batch(size, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -7,8 +7,8 @@ from typing import Any
 import keras
 import numpy as np
 
+from kerasteps import data
 from kerasteps.models import _wgan_checks as checks
-from kerasteps.models import _wgan_data
 
 __all__ = ["WGAN"]
 
@@ -506,6 +506,8 @@ class WGAN(_BackendSteps, keras.Model):
     ) -> Any:
         """Turns real examples into the dataset that `WGAN.fit` expects.
 
+        It is `kerasteps.data.gan_batches`, the GAN step's input pipeline.
+
         Each element holds `n_critic * batch_size` examples, that is `n_critic`
         fresh critic batches of `batch_size`; the remainder that does not fill an
         element is dropped.
@@ -532,7 +534,9 @@ class WGAN(_BackendSteps, keras.Model):
         >>> ds.element_spec.shape.as_list(), int(ds.cardinality())
         ([40, 2], 2)
         """
-        return _wgan_data.make_dataset(x, batch_size, n_critic, shuffle, seed, repeat)
+        return data.gan_batches(
+            x, batch_size, n_critic, shuffle=shuffle, seed=seed, repeat=repeat
+        )
 
 
 def _is_dataset(x: Any) -> bool:

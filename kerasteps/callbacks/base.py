@@ -93,9 +93,10 @@ class StepCallback(keras.callbacks.Callback):
     def on_run_begin(self, start_step: int) -> None:
         """Called once per `fit()`, before training, with the global step then.
 
-        Validate the run and prepare files here (raising stops training before any
-        update). A resumed run (`start_step` below what a sink already holds) drops
-        the entries written after `start_step`.
+        Validate the run and prepare files here: raising stops training before any
+        update, and the kerasteps callbacks that already began are closed first. A
+        resumed run (`start_step` below what a sink already holds) drops the
+        entries written after `start_step`.
 
         Args:
             start_step: The model's global step when `fit()` begins.
@@ -192,7 +193,11 @@ class StepCallback(keras.callbacks.Callback):
         if self.chief_only and not hub.is_chief:
             hub.register(self, active=False)  # on another worker it does nothing
             return
-        self.on_run_begin(hub.start_step)
+        try:
+            self.on_run_begin(hub.start_step)
+        except BaseException:
+            hub.abort()  # close the callbacks that already began; training stops
+            raise
         hub.register(self)
 
     @property

@@ -86,8 +86,6 @@ class StopAtStep(StepCallback):
     def on_run_begin(self, start_step: int) -> None:
         self.stopped_step = None
         if start_step >= self.max_steps:
-            # Close the callbacks that already began, then refuse to train.
-            self.hub.train_end()
             raise RuntimeError(
                 f"StopAtStep(max_steps={self.max_steps}): the model is already at "
                 f"global step {start_step}, so there is nothing left to train, and "

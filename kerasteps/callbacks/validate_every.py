@@ -228,7 +228,6 @@ class ValidateEvery(StepCallback):
                 raise ValueError("No loss to compute.")
             self._evaluate(self._dataset.take(1), steps=1)
         except Exception as error:  # noqa: BLE001 - any failure: bad input
-            self.hub.abort()  # close the callbacks that already began
             raise ValueError(
                 f"ValidateEvery: the model {self.model.name!r} cannot evaluate "
                 f"`validation_data` ({type(error).__name__}: {error}). Give it "

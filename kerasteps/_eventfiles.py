@@ -36,13 +36,10 @@ from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
 from kerasteps import _atomic, _logcache
+from kerasteps.events import is_event_file
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
 _SEQ_LOCK = threading.Lock()
-
-
-def is_event_file(name: str) -> bool:
-    return "tfevents" in os.path.basename(name)
 
 
 def event_files(run_dir: str) -> list[str]:

@@ -37,13 +37,26 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["find_runs", "read_scalars"]
+__all__ = ["find_runs", "is_event_file", "read_scalars"]
 
 _SCALARS_PLUGIN = "scalars"
 
 
-def _is_event_file(name: str) -> bool:
-    return "tfevents" in name
+def is_event_file(name: str | os.PathLike) -> bool:
+    """Whether a file is a TensorBoard event file: its name contains `tfevents`.
+
+    The rule TensorBoard uses; the writers (kerasteps's and TensorFlow's) name
+    their files `events.out.tfevents.<time>...`.
+
+    Example:
+
+    >>> from kerasteps.events import is_event_file
+    >>> is_event_file("logs/train/events.out.tfevents.1796094668.0000.vm.1.kerasteps")
+    True
+    >>> is_event_file("logs/log.jsonl")
+    False
+    """
+    return "tfevents" in os.path.basename(os.fspath(name))
 
 
 def _check_logdir(logdir: str | os.PathLike) -> Path:
@@ -94,7 +107,7 @@ def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
         seen.add(real)
         dirnames.sort()
         files = [
-            Path(dirpath) / name for name in sorted(filenames) if _is_event_file(name)
+            Path(dirpath) / name for name in sorted(filenames) if is_event_file(name)
         ]
         if files:
             run = Path(dirpath).relative_to(root).as_posix()

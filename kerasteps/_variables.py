@@ -10,7 +10,7 @@ which aggregates their replicas.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import keras
@@ -102,3 +102,23 @@ def read_int(variable: Any) -> int:
     7
     """
     return int(_reader(variable)())
+
+
+def unique(variables: Iterable[Any]) -> list[Any]:
+    """The variables in order, each once (a variable shared by two owners: once).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._variables import unique
+    >>> v = keras.Variable(1.0)
+    >>> len(unique([v, v]))
+    1
+    """
+    seen: set[int] = set()
+    out = []
+    for variable in variables:
+        if id(variable) not in seen:
+            seen.add(id(variable))
+            out.append(variable)
+    return out

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasteps import _variables
 from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
@@ -263,11 +264,4 @@ def _no_loss(model: Any) -> bool:
 
 
 def _metric_variables(model: Any) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for metric in model.metrics:
-        for variable in metric.variables:
-            if id(variable) not in seen:
-                seen.add(id(variable))
-                out.append(variable)
-    return out
+    return _variables.unique(v for metric in model.metrics for v in metric.variables)

@@ -41,6 +41,8 @@ import math
 import numbers
 from collections.abc import Sequence
 
+from kerasteps._validate import check_int
+
 __all__ = ["format_table", "format_value"]
 
 #: Below this many significant digits the fixed style gives way to the `g` style.
@@ -57,9 +59,7 @@ _MISSING = "-"
 
 
 def _check_precision(precision: object) -> int:
-    if isinstance(precision, bool) or not isinstance(precision, int) or precision < 0:
-        raise ValueError(f"`precision` must be an int >= 0, received {precision!r}.")
-    return precision
+    return check_int("precision", precision, minimum=0, wrong_type=ValueError)
 
 
 def _is_integer(value: object) -> bool:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.formatting import format_value
@@ -161,14 +162,6 @@ class LogEvery(StepCallback):
             raise TypeError(
                 f"`fmt` must be a format string or a callable, received {fmt!r}."
             )
-        if (
-            isinstance(precision, bool)
-            or not isinstance(precision, int)
-            or precision < 0
-        ):
-            raise ValueError(
-                f"`precision` must be an int >= 0, received {precision!r}."
-            )
         if isinstance(keys, str):
             raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
         if not isinstance(level, int) or isinstance(level, bool):
@@ -177,7 +170,7 @@ class LogEvery(StepCallback):
         self._fields = _fields(fmt) if isinstance(fmt, str) else []
         self._checked = False
         self.keys = None if keys is None else list(keys)
-        self.precision = precision
+        self.precision = check_int("precision", precision, 0, wrong_type=ValueError)
         self.level = level
         self.logger = (
             logger if isinstance(logger, logging.Logger) else logging.getLogger(logger)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import keras
@@ -166,13 +165,7 @@ class ValidateEvery(StepCallback):
             )
         self.prefix = prefix
         batch_size = check_int("batch_size", batch_size)
-        if steps is not None:
-            if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
-                raise TypeError(
-                    f"`steps` must be a positive int or None, received {steps!r}."
-                )
-            steps = check_int("steps", steps)
-        self.steps = steps
+        self.steps = None if steps is None else check_int("steps", steps)
         self.batch_size = batch_size
         self.validation_data = validation_data
         self._dataset = _as_dataset(validation_data, batch_size, steps)

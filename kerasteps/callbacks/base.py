@@ -179,6 +179,31 @@ class StepCallback(keras.callbacks.Callback):
             self._last_fired_step = record.step
         self.on_step(StepEvent(record, self, fired))
 
+    def may_provide(self, name: str) -> bool:
+        """Whether this callback may add a value called `name` at some step.
+
+        True for a provider that has not acted yet in this run (its names are not
+        known before), or whose `value_prefix` starts `name`, or whose latest values
+        (`last_values`, when it keeps them) hold `name`; False for other roles.
+        `LogEvery` asks it before refusing a `fmt` field as a name nobody logs.
+
+        Args:
+            name: A value name, e.g. `"steps_per_second"`.
+
+        Example:
+
+        >>> from kerasteps.callbacks import StepCallback, Throughput
+        >>> StepCallback(every=5).may_provide("loss"), Throughput(5).may_provide("x")
+        (False, True)
+        """
+        if not self.is_provider:
+            return False
+        return (
+            self._last_fired_step is None
+            or bool(self.value_prefix and name.startswith(self.value_prefix))
+            or name in getattr(self, "last_values", {})
+        )
+
     @property
     def _has_other_steps(self) -> bool:
         return type(self).on_other_step is not StepCallback.on_other_step

@@ -230,15 +230,7 @@ class LogEvery(StepCallback):
             if name not in _ALWAYS
             and name not in values
             and not name.startswith("val_")
-            and not any(
-                cb.is_provider
-                and (
-                    cb._last_fired_step is None
-                    or (cb.value_prefix and name.startswith(cb.value_prefix))
-                    or name in getattr(cb, "last_values", {})
-                )
-                for cb in hub.callbacks
-            )
+            and not any(cb.may_provide(name) for cb in hub.callbacks)
         ]
         if unknown:
             hub.abort()

@@ -493,50 +493,10 @@ class WGAN(_BackendSteps, keras.Model):
             return np.zeros((0, *self._sample_shape), dtype=np.float32)
         return np.concatenate(chunks, axis=0)
 
-    @classmethod
-    def make_dataset(
-        cls,
-        x: Any,
-        batch_size: int,
-        n_critic: int = 5,
-        *,
-        shuffle: bool = True,
-        seed: int | None = None,
-        repeat: bool = False,
-    ) -> Any:
-        """Turns real examples into the dataset that `WGAN.fit` expects.
-
-        It is `kerasteps.data.gan_batches`, the GAN step's input pipeline.
-
-        Each element holds `n_critic * batch_size` examples, that is `n_critic`
-        fresh critic batches of `batch_size`; the remainder that does not fill an
-        element is dropped.
-
-        Args:
-            x: A NumPy array or tensor of examples (first axis = examples), or a
-                `tf.data.Dataset` of single (unbatched) examples.
-            batch_size: Int >= 1, the critic (and generator) batch size `B`.
-            n_critic: Int >= 1, the model's `n_critic`. Defaults to `5`.
-            shuffle: Bool, reshuffle the examples every epoch. Defaults to `True`.
-            seed: Optional int shuffle seed. Defaults to `None`.
-            repeat: Bool, repeat forever (then pass `steps_per_epoch` to `fit`).
-                Defaults to `False`.
-
-        Returns:
-            A `tf.data.Dataset` of tensors of shape
-            `(n_critic * batch_size, *example_shape)`.
-
-        Example:
-
-        >>> import numpy as np
-        >>> from kerasteps.models import WGAN
-        >>> ds = WGAN.make_dataset(np.zeros((100, 2), "float32"), 8, n_critic=5)
-        >>> ds.element_spec.shape.as_list(), int(ds.cardinality())
-        ([40, 2], 2)
-        """
-        return data.gan_batches(
-            x, batch_size, n_critic, shuffle=shuffle, seed=seed, repeat=repeat
-        )
+    #: Turns real examples into the dataset that `WGAN.fit` expects: elements of
+    #: `n_critic` fresh critic batches (`kerasteps.data.gan_batches`, documented
+    #: there; `WGAN.make_dataset(x, batch_size, n_critic, seed=...)`).
+    make_dataset = staticmethod(data.gan_batches)
 
 
 def _is_dataset(x: Any) -> bool:

@@ -123,6 +123,15 @@ def read_scalars(log_dir: str, run: str, tag: str) -> list[tuple[int, float]]:
     return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
+def user_environment(**extra: str) -> dict[str, str]:
+    """This process's environment as a user's shell has it: without the
+    `TF_CPP_MIN_LOG_LEVEL` this conftest sets and without `KERASTEPS_VERBOSE`."""
+    dropped = ("TF_CPP_MIN_LOG_LEVEL", "KERASTEPS_VERBOSE")
+    environment = {k: v for k, v in os.environ.items() if k not in dropped}
+    environment.update(extra)
+    return environment
+
+
 def read_jsonl(path: str) -> list[dict]:
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]

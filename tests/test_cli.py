@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from click.testing import CliRunner
+from conftest import user_environment
 from tensorboard.compat.proto import summary_pb2
 
 import kerasteps
@@ -822,18 +823,13 @@ def test_board_serves_the_runs_over_http(logdir, tmp_path):
 # ------------------------------------------------------ what a terminal user sees
 def launcher(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`kerasteps ARGS...` in a new process, with the environment a user has."""
-    environment = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERASTEPS_VERBOSE")
-    }
     return subprocess.run(
         [sys.executable, "-m", "kerasteps.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=cwd,
-        env=environment,
+        env=user_environment(),
     )
 
 

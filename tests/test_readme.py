@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import user_environment
+
 from kerasteps._startup import is_noise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,17 +71,12 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
 def test_quickstart_prints_what_the_readme_shows(tmp_path):
     """The quickstart's first command, as a user types it (about 10 s)."""
     shown = blocks(section("Quickstart"), "text")[0].strip().splitlines()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERASTEPS_VERBOSE")
-    }
     result = subprocess.run(
         [sys.executable, "-m", "kerasteps.cli", "run", "global_step"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env=env,
+        env=user_environment(),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from conftest import user_environment
 
 from kerasteps import _startup
 
@@ -46,15 +46,12 @@ def test_other_lines_are_not(line):
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    dropped = (_startup.VERBOSE_ENV, "TF_CPP_MIN_LOG_LEVEL")  # the tests' conftest sets
-    environment = {k: v for k, v in os.environ.items() if k not in dropped}
-    environment.update(env)
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=300,
-        env=environment,
+        env=user_environment(**env),
     )
 
 

@@ -9,7 +9,8 @@ kerasteps plot LOGDIR [-o curves.png] [--tag TAG]... [--all] [--xscale auto|line
 kerasteps summary LOGDIR [--tag TAG]...
 ```
 
-Recipes are found as described in `kerasteps.recipe`. `plot` and `summary` read the
+`list` and `run NAME` show and run the bundled recipes, the package
+`kerasteps.recipes` (see `kerasteps._recipe_files`). `plot` and `summary` read the
 event files with `kerasteps.events.read_scalars`: a run is each directory under
 LOGDIR that holds event files, named by its path relative to LOGDIR (`.` for LOGDIR
 itself), and every step is the step the summary was written at (the global step for
@@ -42,8 +43,7 @@ from pathlib import Path
 
 import click
 
-from kerasteps import __version__, _startup
-from kerasteps import recipe as _recipe
+from kerasteps import __version__, _recipe_files, _startup
 
 __all__ = ["main"]
 
@@ -83,14 +83,13 @@ def main() -> None:
 @click.option("--paths", is_flag=True, help="Also show each recipe's file.")
 def list_command(paths: bool) -> None:
     """List the recipes with their one-line descriptions."""
-    recipes = _recipe.find_recipes()
+    recipes = _recipe_files.find_recipes()
     if not recipes:
-        folders = ", ".join(str(path) for path in _recipe.recipe_dirs()) or "none"
-        click.echo(f"No recipes found (searched: {folders}).")
+        click.echo(f"No recipes found (searched: {_recipe_files.BUNDLED}).")
         return
     width = max(len(name) for name in recipes)
     for name, path in recipes.items():
-        line = f"{name:<{width}}  {_recipe.recipe_description(path)}"
+        line = f"{name:<{width}}  {_recipe_files.recipe_description(path)}"
         click.echo(f"{line}  [{path}]" if paths else line)
 
 
@@ -107,7 +106,7 @@ def _resolve_recipe(target: str) -> Path:
                 f"recipe file {target!r} does not exist.", param_hint="'RECIPE'"
             )
         return path
-    recipes = _recipe.find_recipes()
+    recipes = _recipe_files.find_recipes()
     name = target.replace("-", "_")
     if name in recipes:
         return recipes[name]
@@ -142,7 +141,7 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
         if "--verbose" in recipe_args:
             os.environ[_startup.VERBOSE_ENV] = "1"
         with _startup.filtered_stderr():
-            command = _recipe.load_recipe(path)
+            command = _recipe_files.load_recipe(path)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'RECIPE'") from None
     except Exception as error:  # noqa: BLE001 - the recipe file's own error

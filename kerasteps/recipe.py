@@ -1,12 +1,13 @@
-"""Recipes: runnable training scripts, and the helpers they share.
+"""The recipe authoring kit: what every recipe shares.
 
 A **recipe** is one Python file that trains something with kerasteps and can be run
 three ways, with the same options:
 
 ```
-python recipes/global_step.py --steps 500        # as a script, from a clone
-kerasteps run global_step --steps 500            # by name, from any install
-kerasteps run path/to/my_recipe.py --steps 500   # a user's own file, by path
+kerasteps run global_step --steps 500                # a bundled recipe, by name
+python -m kerasteps.recipes.global_step --steps 500  # the same, as a module
+kerasteps run path/to/my_recipe.py --steps 500       # a user's own file, by path
+python path/to/my_recipe.py --steps 500              # the same, as a script
 ```
 
 The recipe-file contract
@@ -24,7 +25,7 @@ A recipe file
 5. imports only kerasteps's public API (and keras, tensorflow, numpy, click, ...);
    heavy imports may go inside `main` so that `--help` stays fast.
 
-Minimal example (`recipes/hello.py`):
+Minimal example (`hello.py`):
 
 ```python
 \"\"\"Fit a line and log the loss every N global steps.
@@ -76,38 +77,21 @@ print_log_hint(run.folder)
 Where recipes are found
 -----------------------
 
-`kerasteps run NAME` and `kerasteps list` look for `NAME.py` (a `-` in `NAME` is read
-as `_`; files whose name starts with `_` are not recipes) in:
-
-- the folders listed in the environment variable `KERASTEPS_RECIPES_PATH`
-  (`os.pathsep`-separated), **instead of** the bundled ones, when it is set and not
-  empty; otherwise
-- the bundled recipes: the repository's top-level `recipes/` folder, which the build
-  maps to the package `kerasteps._recipes` (`package-dir` in `pyproject.toml`), so
-  it ships inside the wheel and an editable install points at the clone's folder. A
-  source checkout imported without installing falls back to `<clone>/recipes`.
-
-`kerasteps run` loads the file from its path in the launcher's own process (not as
-`__main__`, so its `if __name__ == "__main__"` block does not run), takes its `main`
-command and calls it with the remaining arguments and the program name
-`kerasteps run NAME`: `--help` shows the recipe's options and a bad option exits
-with status 2, exactly as `python recipes/NAME.py` does.
+The bundled recipes are the files of the package `kerasteps.recipes`; `kerasteps list`
+shows them and `kerasteps run NAME` runs one (a `-` in `NAME` is read as `_`). Finding
+and loading recipe files is the launcher's concern (`kerasteps/_recipe_files.py`);
+`find_recipes`, `recipe_description` and `load_recipe` stay importable from here.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
-import importlib.resources
-import importlib.util
 import logging
 import numbers
 import os
 import re
 import shlex
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import click
@@ -117,25 +101,15 @@ from kerasteps._paths import creatable_problem
 from kerasteps._validate import check_int
 
 __all__ = [
-    "RECIPES_PATH_ENV",
     "Run",
     "RunFolder",
     "common_options",
-    "find_recipes",
     "log_to_console",
     "open_run",
     "resume_run",
-    "load_recipe",
     "print_log_hint",
-    "recipe_description",
-    "recipe_dirs",
     "start_run",
 ]
-
-#: Environment variable: folders searched for recipes instead of the bundled ones.
-RECIPES_PATH_ENV = "KERASTEPS_RECIPES_PATH"
-
-_BUNDLED_PACKAGE = "kerasteps._recipes"
 
 #: A run folder's name: `run-<N>`, N = 1, 2, ...
 _RUN_NAME = re.compile(r"run-([1-9][0-9]*)")
@@ -536,148 +510,10 @@ def resume_run(
     return start, stop
 
 
-def _bundled_dirs() -> list[Path]:
-    try:
-        folder = importlib.resources.files(_BUNDLED_PACKAGE)
-    except ModuleNotFoundError:
-        folder = None
-    if isinstance(folder, Path) and folder.is_dir():
-        return [folder]
-    # A source checkout on sys.path without an install that maps the package.
-    clone = Path(__file__).resolve().parent.parent
-    if (clone / "pyproject.toml").is_file() and (clone / "recipes").is_dir():
-        return [clone / "recipes"]
-    return []
+def __getattr__(name: str) -> Any:
+    # The launcher's recipe-file functions, importable from here as before.
+    if name in ("find_recipes", "recipe_description", "load_recipe"):
+        from kerasteps import _recipe_files
 
-
-def recipe_dirs() -> list[Path]:
-    """Returns the folders searched for recipes, in search order.
-
-    Returns:
-        The folders of `$KERASTEPS_RECIPES_PATH` when it is set and not empty,
-        else the folder of the bundled recipes (empty list if there is none).
-
-    Example:
-
-    >>> import os
-    >>> from kerasteps.recipe import recipe_dirs
-    >>> os.environ["KERASTEPS_RECIPES_PATH"] = os.pathsep.join(["/a", "/b"])
-    >>> [str(path) for path in recipe_dirs()]
-    ['/a', '/b']
-    >>> del os.environ["KERASTEPS_RECIPES_PATH"]
-    """
-    value = os.environ.get(RECIPES_PATH_ENV, "")
-    if value.strip():
-        return [Path(item).expanduser() for item in value.split(os.pathsep) if item]
-    return _bundled_dirs()
-
-
-def find_recipes() -> dict[str, Path]:
-    """Finds the recipes by name, without importing them.
-
-    Returns:
-        A `dict` sorted by name, mapping each recipe name (the file's stem) to its
-        file, from the folders of `recipe_dirs()`. When two folders hold the same
-        name, the first folder wins. Files whose name starts with `_` are skipped.
-
-    Example:
-
-    >>> import os, pathlib, tempfile
-    >>> from kerasteps.recipe import find_recipes
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (folder / "hello.py").write_text('\"\"\"Say hello.\"\"\"')
-    >>> os.environ["KERASTEPS_RECIPES_PATH"] = str(folder)
-    >>> list(find_recipes())
-    ['hello']
-    >>> del os.environ["KERASTEPS_RECIPES_PATH"]
-    """
-    recipes: dict[str, Path] = {}
-    for folder in recipe_dirs():
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.py")):
-            if not path.name.startswith("_") and path.is_file():
-                recipes.setdefault(path.stem, path)
-    return dict(sorted(recipes.items()))
-
-
-def recipe_description(path: str | os.PathLike) -> str:
-    """Returns the first line of a recipe file's docstring, read without importing.
-
-    Args:
-        path: The recipe file.
-
-    Returns:
-        The first non-empty line of the module docstring, `"(no description)"` if
-        it has none, or `"(unreadable: ...)"` if the file cannot be parsed.
-
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> from kerasteps.recipe import recipe_description
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
-    >>> _ = path.write_text('\"\"\"Say hello.\\n\\nMore text.\"\"\"\\nimport click\\n')
-    >>> recipe_description(path)
-    'Say hello.'
-    """
-    try:
-        source = Path(path).read_text(encoding="utf-8")
-        docstring = ast.get_docstring(ast.parse(source, filename=str(path)))
-    except (OSError, SyntaxError, ValueError) as error:
-        return f"(unreadable: {type(error).__name__}: {error})"
-    for line in (docstring or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return "(no description)"
-
-
-def load_recipe(path: str | os.PathLike) -> click.Command:
-    """Loads a recipe file and returns its `main` click command.
-
-    The file is executed as a module named `kerasteps_recipe_<stem>` (not as
-    `__main__`), so its `if __name__ == "__main__": main()` block does not run.
-
-    Args:
-        path: The recipe file.
-
-    Returns:
-        The file's `main`, a `click.Command`; call it with
-        `main.main(args=[...], prog_name="...")`.
-
-    Raises:
-        FileNotFoundError: if `path` is not a file.
-        ValueError: if the file defines no click command named `main`.
-
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> from kerasteps.recipe import load_recipe
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
-    >>> _ = path.write_text(
-    ...     '\"\"\"Say hello.\"\"\"\\nimport click\\n'
-    ...     '@click.command()\\ndef main():\\n    click.echo("hello")\\n'
-    ... )
-    >>> load_recipe(path).name
-    'main'
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"`path` is not a recipe file, received {str(path)!r}.")
-    name = "kerasteps_recipe_" + "".join(c if c.isalnum() else "_" for c in path.stem)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"`path` cannot be loaded as Python, received {str(path)!r}.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    command = getattr(module, "main", None)
-    if not isinstance(command, click.Command):
-        raise ValueError(
-            f"The recipe file {str(path)!r} defines no click command named `main` "
-            f"(found {type(command).__name__}); decorate it with @click.command()."
-        )
-    return command
+        return getattr(_recipe_files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

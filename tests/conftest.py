@@ -158,11 +158,8 @@ def _clear_keras_session():
 
 
 @pytest.fixture
-def bundled_recipes(monkeypatch):
-    """Use the repository's recipes/ folder, and undo the recipes' logging setup."""
-    from kerasteps import recipe
-
-    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
+def bundled_recipes():
+    """Undo the bundled recipes' logging setup after a test that runs them."""
     logger = logging.getLogger("kerasteps")
     level = logger.level
     yield

@@ -1,8 +1,8 @@
 """Tests for the `kerasteps` launcher (kerasteps.cli), recipes (kerasteps.recipe) and
 the event-file reader (kerasteps.events).
 
-Recipes come from tests/fixtures/recipes through $KERASTEPS_RECIPES_PATH, so these
-tests do not depend on the real recipes/ folder.
+Recipes come from tests/fixtures/recipes (the fixture `fixture_recipes` points the
+launcher's bundled folder there), so these tests do not depend on the real recipes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from conftest import user_environment
 from tensorboard.compat.proto import summary_pb2
 
 import kerasteps
-from kerasteps import _plot, events, recipe
+from kerasteps import _plot, _recipe_files, events, recipe
 from kerasteps.cli import best_mode, main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def logdir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def fixture_recipes(monkeypatch) -> Path:
-    monkeypatch.setenv(recipe.RECIPES_PATH_ENV, str(FIXTURE_RECIPES))
+    monkeypatch.setattr(_recipe_files, "BUNDLED", FIXTURE_RECIPES)
     return FIXTURE_RECIPES
 
 
@@ -112,54 +112,45 @@ def test_version_and_help():
 
 # --------------------------------------------------------------------------- list
 def test_list_shows_first_docstring_line_without_importing(tmp_path, monkeypatch):
-    extra = tmp_path / "extra"
-    extra.mkdir()
     # Importing this file would fail: `list` must read the docstring with `ast`.
-    (extra / "boom.py").write_text('"""Explode on import.\n\nDetails."""\nraise 1/0\n')
-    (extra / "hello.py").write_text('"""Shadows the fixture hello."""\n')
-    (extra / "_helper.py").write_text('"""Not a recipe."""\n')
-    (extra / "nodoc.py").write_text("x = 1\n")
-    path = os.pathsep.join([str(extra), str(FIXTURE_RECIPES)])
-    monkeypatch.setenv(recipe.RECIPES_PATH_ENV, path)
+    boom = '"""Explode on import.\n\nDetails."""\nraise 1/0\n'
+    (tmp_path / "boom.py").write_text(boom)
+    (tmp_path / "hello.py").write_text('"""Say hello."""\n')
+    (tmp_path / "_helper.py").write_text('"""Not a recipe."""\n')
+    (tmp_path / "nodoc.py").write_text("x = 1\n")
+    monkeypatch.setattr(_recipe_files, "BUNDLED", tmp_path)
     result = invoke("list")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        "boom      Explode on import.",
-        "hello     Shadows the fixture hello.",  # the first folder wins
-        "nodoc     (no description)",
-        "tiny_fit  Fit a one-weight linear model and log its loss every N global "
-        "steps (test fixture).",
+        "boom   Explode on import.",
+        "hello  Say hello.",
+        "nodoc  (no description)",
     ]
     result = invoke("list", "--paths")
-    assert f"[{extra / 'boom.py'}]" in result.output
+    assert f"[{tmp_path / 'boom.py'}]" in result.output
 
 
 def test_list_without_recipes(tmp_path, monkeypatch):
-    monkeypatch.setenv(recipe.RECIPES_PATH_ENV, str(tmp_path))
+    monkeypatch.setattr(_recipe_files, "BUNDLED", tmp_path)
     result = invoke("list")
     assert result.exit_code == 0
     assert result.output == f"No recipes found (searched: {tmp_path}).\n"
 
 
-def test_bundled_recipes_folder_is_the_repository_recipes(monkeypatch):
-    monkeypatch.delenv(recipe.RECIPES_PATH_ENV, raising=False)
-    if not Path(kerasteps.__file__).resolve().is_relative_to(REPO):
-        pytest.skip("kerasteps is not imported from this checkout")
-    assert [p.resolve() for p in recipe.recipe_dirs()] == [REPO / "recipes"]
+def test_bundled_recipes_are_the_package_kerasteps_recipes():
+    import kerasteps.recipes
 
-
-def test_pyproject_ships_every_subpackage_and_the_recipes():
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    packages = set(config["packages"])
-    on_disk = {
-        ".".join(init.parent.relative_to(REPO).parts)
-        for init in (REPO / "kerasteps").rglob("__init__.py")
-        if "__pycache__" not in init.parts
-    }
-    assert on_disk <= packages, f"add {sorted(on_disk - packages)} to pyproject"
-    assert config["package-dir"] == {"kerasteps._recipes": "recipes"}
-    assert (REPO / "recipes" / "__init__.py").is_file()
+    folder = Path(kerasteps.recipes.__file__).resolve().parent
+    assert _recipe_files.BUNDLED == folder
+    assert list(_recipe_files.find_recipes()) == [
+        "batch_vs_sgd",
+        "global_step",
+        "image_classifier",
+        "wgan",
+    ]
+    # The authoring kit keeps the launcher's functions importable.
+    assert recipe.find_recipes is _recipe_files.find_recipes
+    assert recipe.load_recipe is _recipe_files.load_recipe
 
 
 # ---------------------------------------------------------------------------- run
@@ -288,18 +279,19 @@ def test_recipe_file_without_main_is_a_usage_error(tmp_path):
 
 
 def test_console_script_usage_error_has_no_traceback(tmp_path):
-    env = {**os.environ, recipe.RECIPES_PATH_ENV: str(FIXTURE_RECIPES)}
     process = subprocess.run(
         [sys.executable, "-m", "kerasteps.cli", "run", "nope"],
         cwd=tmp_path,
-        env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert process.returncode == 2
     assert "Traceback" not in process.stderr
-    assert "unknown recipe 'nope'. Known recipes: hello, tiny_fit" in process.stderr
+    assert (
+        "unknown recipe 'nope'. Known recipes: batch_vs_sgd, global_step, "
+        "image_classifier, wgan" in process.stderr
+    )
 
 
 # ------------------------------------------------------------------------ events
@@ -884,10 +876,10 @@ def test_dash_h_is_help_everywhere(name):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, (args, result.output)
         assert result.output.startswith("Usage: "), args
-    script = Path(__file__).resolve().parent.parent / "recipes" / f"{name}.py"
+    module = f"kerasteps.recipes.{name}"
     process = subprocess.run(
-        [sys.executable, str(script), "-h"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", module, "-h"], capture_output=True, text=True, timeout=60
     )
     assert process.returncode == 0, process.stderr
-    assert process.stdout.startswith(f"Usage: {name}.py [OPTIONS]")
+    assert process.stdout.startswith(f"Usage: python -m {module} [OPTIONS]")
     assert "--verbose" in process.stdout

@@ -68,7 +68,7 @@ def test_help_lists_the_common_options(name):
 @pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
 def test_recipe_runs_as_a_script(name):
     process = subprocess.run(
-        [sys.executable, str(REPO / "recipes" / f"{name}.py"), "--help"],
+        [sys.executable, str(REPO / "kerasteps" / "recipes" / f"{name}.py"), "--help"],
         capture_output=True,
         text=True,
         timeout=120,

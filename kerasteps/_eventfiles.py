@@ -26,6 +26,7 @@ import re
 import socket
 import threading
 import time
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -196,12 +197,38 @@ def truncate_after(run_dir: str, step: int) -> int:
     bound = _logcache.bound_if_unchanged(run_dir, sig)
     if bound is not None and bound <= step:
         return 0  # this process wrote the files last, and nothing after `step`
-    max_step = 0
+    scan = _scan(paths, step)
+    if scan.dropped == 0 and scan.duplicates == 0:
+        _logcache.remember(run_dir, sig, scan.max_step)
+        return 0
+    _rewrite(paths, scan)
+    _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
+    return scan.dropped
+
+
+class _Scan(NamedTuple):
+    """What a run's event files hold up to a step, and what comes after it."""
+
+    #: (tag, step) -> (wall time, value) of the last summary of each pair kept.
+    kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]]
+    #: The kept pairs in the order first read.
+    order: list[tuple[str, int]]
+    #: Events without a summary (graphs, metadata) up to the step.
+    others: list[event_pb2.Event]
+    #: Summary values after the step.
+    dropped: int
+    #: Summary values of a (tag, step) pair read before.
+    duplicates: int
+    #: The largest step of any event.
+    max_step: int
+
+
+def _scan(paths: list[str], step: int) -> _Scan:
+    """Reads the event files in order, sorting each summary into kept or dropped."""
     kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]] = {}
     order: list[tuple[str, int]] = []
     others: list[event_pb2.Event] = []
-    dropped = 0
-    duplicates = 0
+    dropped = duplicates = max_step = 0
     for path in paths:
         for event in read_events(path):
             max_step = max(max_step, event.step)
@@ -219,17 +246,20 @@ def truncate_after(run_dir: str, step: int) -> int:
                 else:
                     order.append(key)
                 kept[key] = (event.wall_time, value)
-    if dropped == 0 and duplicates == 0:
-        _logcache.remember(run_dir, sig, max_step)
-        return 0
-    # Rewrite: one file, steps in order, then replace the first old file atomically.
-    order.sort(key=lambda key: (key[1], kept[key][0]))
+    return _Scan(kept, order, others, dropped, duplicates, max_step)
+
+
+def _rewrite(paths: list[str], scan: _Scan) -> None:
+    """One file, steps in order, replacing the first old file atomically; the
+    other old files are then removed."""
+    kept = scan.kept
+    order = sorted(scan.order, key=lambda key: (key[1], kept[key][0]))
 
     def write(tmp_path: str) -> None:
         with tf.io.TFRecordWriter(tmp_path) as writer:
             first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
             writer.write(first.SerializeToString())
-            for event in others:
+            for event in scan.others:
                 writer.write(event.SerializeToString())
             for key in order:
                 wall_time, value = kept[key]
@@ -243,5 +273,3 @@ def truncate_after(run_dir: str, step: int) -> int:
     _atomic.replace_file(paths[0], write)
     for path in paths[1:]:
         tf.io.gfile.remove(path)
-    _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
-    return dropped

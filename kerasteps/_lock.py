@@ -73,6 +73,17 @@ def _me() -> dict:
     }
 
 
+def _create(path: str) -> bool:
+    """Creates the lock file, holding this process's identity; False if it exists."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(_me()))
+    return True
+
+
 class DirectoryLock:
     """A lock on one run directory (or file) for this process.
 
@@ -108,40 +119,39 @@ class DirectoryLock:
                 self._held = True
                 return
             for _ in range(3):
-                try:
-                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                except FileExistsError:
-                    owner = self._owner(path)
-                    if (
-                        owner.get("pid") == os.getpid()
-                        and owner.get("host") == socket.gethostname()
-                    ):
-                        break  # ours, from a run that ended with an error
-                    if _alive(owner):
-                        raise LockedError(
-                            f"{self.what} {self.path!r} is being written by another "
-                            f"process (pid {owner.get('pid')} on "
-                            f"{owner.get('host')}, since "
-                            f"{time.ctime(owner.get('time', 0))}). One writer per "
-                            "directory: wait for it to end, or write elsewhere."
-                        ) from None
-                    logger.warning(
-                        "kerasteps: taking over %s, left by pid %s which is gone.",
-                        self.lock_path,
-                        owner.get("pid"),
-                    )
-                    try:
-                        os.remove(path)
-                    except FileNotFoundError:
-                        pass
-                    continue
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(json.dumps(_me()))
-                break
+                if _create(path) or self._ours_or_stale(path):
+                    break
             else:
                 raise LockedError(f"Could not lock {self.what} {self.path!r}.")
             _HELD[path] = 1
             self._held = True
+
+    def _ours_or_stale(self, path: str) -> bool:
+        """For a lock file that exists: True if this process left it (a run that
+        ended with an error); raises `LockedError` if a live process holds it;
+        else removes it (its owner is gone) and returns False, to try again."""
+        owner = self._owner(path)
+        me = (os.getpid(), socket.gethostname())
+        if (owner.get("pid"), owner.get("host")) == me:
+            return True
+        if _alive(owner):
+            raise LockedError(
+                f"{self.what} {self.path!r} is being written by another "
+                f"process (pid {owner.get('pid')} on "
+                f"{owner.get('host')}, since "
+                f"{time.ctime(owner.get('time', 0))}). One writer per "
+                "directory: wait for it to end, or write elsewhere."
+            )
+        logger.warning(
+            "kerasteps: taking over %s, left by pid %s which is gone.",
+            self.lock_path,
+            owner.get("pid"),
+        )
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return False
 
     @staticmethod
     def _owner(path: str) -> dict:

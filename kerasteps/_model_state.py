@@ -407,6 +407,20 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
         for path, (_, part) in deferred.items()
         for index in part
     }
+    problems = _problems(layout, arrays, later)
+    if problems:
+        raise ValueError("; ".join(problems) + ".")
+    _assign_all_or_nothing(layout, arrays)
+    for optimizer, part in deferred.values():
+        _defer(optimizer, part)
+    return sorted(deferred)
+
+
+def _problems(
+    layout: StateLayout, arrays: dict[str, np.ndarray], later: set[str]
+) -> list[str]:
+    """What keeps `arrays` from restoring into `layout`: missing, extra and
+    mis-shaped keys (`later`: the keys of slots that wait for their optimizer)."""
     keys = layout.keys()
     expected = set(keys)
     missing = [k for k in keys if k not in arrays]
@@ -428,12 +442,13 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
                 f"{key!r} has shape {tuple(arrays[key].shape)} in the checkpoint and "
                 f"{tuple(variable.shape)} in the model"
             )
-    if problems:
-        raise ValueError("; ".join(problems) + ".")
-    before = {
-        key: np.array(keras.ops.convert_to_numpy(v), copy=True)
-        for key, v in layout.variables.items()
-    }
+    return problems
+
+
+def _assign_all_or_nothing(layout: StateLayout, arrays: dict[str, np.ndarray]) -> None:
+    """Assigns every variable and custom layer its array; if any assignment
+    fails, puts back what they held and re-raises."""
+    before = _variables.Saved(layout.variables.values())
     custom_before = {path: _custom_values(obj) for path, obj in layout.custom.items()}
     try:
         for key, variable in layout.variables.items():
@@ -444,16 +459,12 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
                 {k[len(prefix) :]: a for k, a in arrays.items() if k.startswith(prefix)}
             )
     except BaseException:
-        for key, variable in layout.variables.items():
-            variable.assign(before[key])
+        before.assign_back()
         for path, obj in layout.custom.items():
             obj.load_own_variables(
                 {k: np.asarray(_to_numpy(v)) for k, v in custom_before[path].items()}
             )
         raise
-    for optimizer, part in deferred.values():
-        _defer(optimizer, part)
-    return sorted(deferred)
 
 
 def _defer(optimizer: Any, part: dict[int, np.ndarray]) -> None:

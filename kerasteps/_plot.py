@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -348,78 +349,106 @@ def make_figure(
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     runs = sorted(
         (run for run in scalars if any(tag in scalars[run] for tag in tags)),
         key=_natural,
     )
-    several = len(runs) > 1
     columns = min(2, len(tags))
     rows = math.ceil(len(tags) / columns)
     figure = Figure(figsize=(6 * columns, 3.6 * rows), layout="constrained")
     FigureCanvasAgg(figure)
     handles: dict[str, object] = {}
     for index, tag in enumerate(tags):
-        # One step range for all panels: shared x, each panel's steps (NaN and
-        # inf points included) in its data limits.
         axes = figure.add_subplot(
             rows, columns, index + 1, sharex=figure.axes[0] if index else None
         )
-        steps = [p[0] for run in runs for p in scalars[run].get(tag, ())]
-        axes.update_datalim([(step, 0.0) for step in steps], updatey=False)
-        notes, drawn = [], False
-        for color, run in enumerate(runs):
-            points = scalars[run].get(tag)
-            if not points:
-                continue
-            finite = [point for point in points if math.isfinite(point[1])]
-            note = non_finite_note([point[1] for point in points])
-            if note:
-                notes.append(f"{run}: {note}" if several else note)
-            if finite:
-                (line,) = axes.plot(
-                    [point[0] for point in finite],
-                    [point[1] for point in finite],
-                    color=f"C{color % 10}",
-                    marker="." if len(finite) <= 50 else None,
-                    label=run,
-                )
-                handles.setdefault(run, line)
-                drawn = True
-        axes.set_title(tag)
-        if xscale == "log":
-            axes.set_xscale("symlog", linthresh=1, linscale=0.5)
-            axes.set_xlabel("global step (log)")
-        else:
-            axes.xaxis.set_major_locator(
-                MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10])
-            )
-            axes.set_xlabel("global step")
-        axes.grid(True, alpha=0.3)
-        if notes and not drawn:
-            axes.set_yticks([])
-            axes.text(
-                0.5, 0.5, "\n".join(notes), transform=axes.transAxes,
-                ha="center", va="center", color="0.3",
-            )  # fmt: skip
-        elif notes:
-            axes.text(
-                0.02, 0.03, "\n".join(notes), transform=axes.transAxes,
-                ha="left", va="bottom", fontsize="small", color="0.3",
-                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
-            )  # fmt: skip
-    if handles:
-        named = [run for run in runs if run in handles]
-        ncols = min(len(named), 2 * columns)
-        # Matplotlib fills the legend column by column; this reads row by row.
-        named = [named[i] for j in range(ncols) for i in range(j, len(named), ncols)]
-        figure.legend(
-            [handles[run] for run in named],
-            named,
-            loc="outside upper center",
-            ncols=ncols,
-            fontsize="small",
-            frameon=False,
-        )
+        notes, drawn = _draw_runs(axes, scalars, runs, tag, handles)
+        _style_panel(axes, tag, xscale)
+        _write_notes(axes, notes, drawn)
+    _add_legend(figure, [run for run in runs if run in handles], handles, columns)
     return figure
+
+
+def _draw_runs(
+    axes: Axes, scalars: Scalars, runs: list[str], tag: str, handles: dict[str, object]
+) -> tuple[list[str], bool]:
+    """Draws each run's finite points of `tag`; returns (notes, anything drawn).
+
+    Adds each run's first line to `handles`, for the one legend.
+    """
+    # One step range for all panels: shared x, each panel's steps (NaN and
+    # inf points included) in its data limits.
+    steps = [p[0] for run in runs for p in scalars[run].get(tag, ())]
+    axes.update_datalim([(step, 0.0) for step in steps], updatey=False)
+    notes, drawn = [], False
+    for color, run in enumerate(runs):
+        points = scalars[run].get(tag)
+        if not points:
+            continue
+        finite = [point for point in points if math.isfinite(point[1])]
+        note = non_finite_note([point[1] for point in points])
+        if note:
+            notes.append(f"{run}: {note}" if len(runs) > 1 else note)
+        if finite:
+            (line,) = axes.plot(
+                [point[0] for point in finite],
+                [point[1] for point in finite],
+                color=f"C{color % 10}",
+                marker="." if len(finite) <= 50 else None,
+                label=run,
+            )
+            handles.setdefault(run, line)
+            drawn = True
+    return notes, drawn
+
+
+def _style_panel(axes: Axes, tag: str, xscale: str) -> None:
+    """Title, step axis (linear with integer ticks, or symmetric log) and grid."""
+    from matplotlib.ticker import MaxNLocator
+
+    axes.set_title(tag)
+    if xscale == "log":
+        axes.set_xscale("symlog", linthresh=1, linscale=0.5)
+        axes.set_xlabel("global step (log)")
+    else:
+        axes.xaxis.set_major_locator(
+            MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10])
+        )
+        axes.set_xlabel("global step")
+    axes.grid(True, alpha=0.3)
+
+
+def _write_notes(axes: Axes, notes: list[str], drawn: bool) -> None:
+    """The non-finite notes: centred in an empty panel, else bottom left."""
+    if notes and not drawn:
+        axes.set_yticks([])
+        axes.text(
+            0.5, 0.5, "\n".join(notes), transform=axes.transAxes,
+            ha="center", va="center", color="0.3",
+        )  # fmt: skip
+    elif notes:
+        axes.text(
+            0.02, 0.03, "\n".join(notes), transform=axes.transAxes,
+            ha="left", va="bottom", fontsize="small", color="0.3",
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
+        )  # fmt: skip
+
+
+def _add_legend(
+    figure: Figure, named: list[str], handles: dict[str, object], columns: int
+) -> None:
+    """One legend above the panels naming the drawn runs, read row by row."""
+    if not named:
+        return
+    ncols = min(len(named), 2 * columns)
+    # Matplotlib fills the legend column by column; this reads row by row.
+    named = [named[i] for j in range(ncols) for i in range(j, len(named), ncols)]
+    figure.legend(
+        [handles[run] for run in named],
+        named,
+        loc="outside upper center",
+        ncols=ncols,
+        fontsize="small",
+        frameon=False,
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -36,3 +37,51 @@ def check_positive_number(name: str, value: Any, *, allowed: str = "") -> float:
             f"`{name}` must be a finite number > 0{allowed}, received {value!r}."
         )
     return float(value)
+
+
+def check_ints(name: str, values: Any, minimum: int = 1) -> tuple[int, ...]:
+    """Returns `values` as a tuple of ints >= `minimum`, or raises `ValueError`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(
+            f"`{name}` must be a sequence of ints >= {minimum}, received {values!r}."
+        )
+    for value in values:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or value < minimum
+        ):
+            raise ValueError(
+                f"`{name}` must be a sequence of ints >= {minimum}, "
+                f"received {tuple(values)!r}."
+            )
+    return tuple(int(value) for value in values)
+
+
+def check_image_shape(name: str, value: Any) -> tuple[int, int, int]:
+    """Returns `value` as a `(height, width, channels)` tuple of ints >= 1."""
+    if (
+        isinstance(value, (str, bytes))
+        or not isinstance(value, Sequence)
+        or len(value) != 3
+    ):
+        raise ValueError(
+            f"`{name}` must be (height, width, channels), received {value!r}."
+        )
+    return check_ints(name, value)  # type: ignore[return-value]
+
+
+def check_name(value: Any, name: str = "name") -> str:
+    """Returns `value`, a non-empty str, or raises `ValueError`."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"`{name}` must be a non-empty str, received {value!r}.")
+    return value
+
+
+def check_names(name: str, value: Any) -> list[str] | None:
+    """Returns `value` as a list of value names, or None; a lone str is refused."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"`{name}` must be a sequence of names, received {value!r}.")
+    return list(value)

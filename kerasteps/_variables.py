@@ -122,3 +122,36 @@ def unique(variables: Iterable[Any]) -> list[Any]:
             seen.add(id(variable))
             out.append(variable)
     return out
+
+
+class Saved:
+    """The values of some variables now, on the host, to assign back later.
+
+    What `ValidateEvery` does around `evaluate()` (which resets the metrics that
+    training shares) and a checkpoint restore does when an assignment fails.
+
+    Args:
+        variables: The variables (each kept once).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._variables import Saved
+    >>> v = keras.Variable(1.0)
+    >>> saved = Saved([v, v])
+    >>> _ = v.assign(5.0)
+    >>> saved.assign_back()
+    >>> float(v.numpy())
+    1.0
+    """
+
+    def __init__(self, variables: Iterable[Any]):
+        self.variables = unique(variables)
+        self.values = [
+            np.array(keras.ops.convert_to_numpy(v), copy=True) for v in self.variables
+        ]
+
+    def assign_back(self) -> None:
+        """Assigns every variable the value it had when saved."""
+        for variable, value in zip(self.variables, self.values, strict=True):
+            variable.assign(value)

@@ -84,7 +84,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import numpy as np
@@ -337,6 +337,42 @@ def _reads_in_lockstep(model: keras.Model) -> bool:
     return distribute.task_of(model)[0] == "process"
 
 
+class _View(NamedTuple):
+    """A checkpoint directory as read, its index repaired from the folders."""
+
+    #: The committed checkpoints, oldest save first.
+    entries: list[CheckpointInfo]
+    #: What was repaired, one note each.
+    notes: list[str]
+    #: Whether the index must be rewritten.
+    changed: bool
+
+
+def _reconcile(
+    index: list[CheckpointInfo],
+    complete: dict[str, CheckpointInfo],
+    incomplete: dict[str, str],
+    notes: list[str],
+) -> list[CheckpointInfo]:
+    """The index's complete entries, then the complete folders it did not list;
+    adds a note for each missing or adopted checkpoint."""
+    entries = [complete[info.name] for info in index if info.name in complete]
+    missing = [
+        info.name
+        for info in index
+        if info.name not in complete and info.name not in incomplete
+    ]
+    notes += [f"{name} is listed but missing: dropped" for name in missing]
+    listed = {info.name for info in entries}
+    adopted = [info for name, info in complete.items() if name not in listed]
+    if adopted:
+        notes.append(
+            "adopted the complete checkpoint(s) that the index did not list: "
+            + ", ".join(info.name for info in adopted)
+        )
+    return entries + adopted
+
+
 class CheckpointStore:
     """Reads and writes the checkpoints of one directory (see module docstring).
 
@@ -408,6 +444,11 @@ class CheckpointStore:
                 error,
             )
             return None
+        return self._index_entries(raw, path)
+
+    def _index_entries(self, raw: list, path: str) -> list[CheckpointInfo]:
+        """The index's valid entries: `ckpt-<step>` names inside the directory,
+        each once; a WARNING for each other one."""
         entries, seen = [], set()
         for entry in raw:
             name = entry.get("name") if isinstance(entry, dict) else None
@@ -436,7 +477,7 @@ class CheckpointStore:
         names = [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)]
         return sorted(n for n in names if NAME_RE.match(n))
 
-    def _view(self) -> tuple[list[CheckpointInfo], list[str], bool]:
+    def _view(self) -> _View:
         """The committed checkpoints, the index repaired from the folders on disk.
 
         Returns:
@@ -444,17 +485,7 @@ class CheckpointStore:
             was repaired (one note each), and whether the index must be rewritten.
         """
         index = self._read_index()
-        complete: dict[str, CheckpointInfo] = {}
-        incomplete: dict[str, str] = {}
-        for name in self._folders():
-            path = self._inside(name)
-            reason = check_folder(path)
-            if reason is not None:
-                incomplete[name] = reason
-                continue
-            saved = read_meta(path).get("time", 0.0)
-            step = int(NAME_RE.match(name).group(1))
-            complete[name] = CheckpointInfo(name, step, path, float(saved or 0.0))
+        complete, incomplete = self._scan_folders()
         notes = [
             f"{name} is incomplete ({reason}): left as it is, not used"
             for name, reason in incomplete.items()
@@ -468,24 +499,26 @@ class CheckpointStore:
                     "complete checkpoint(s) on disk"
                 )
         else:
-            entries = [complete[info.name] for info in index if info.name in complete]
-            missing = [
-                info.name
-                for info in index
-                if info.name not in complete and info.name not in incomplete
-            ]
-            notes += [f"{name} is listed but missing: dropped" for name in missing]
-            listed = {info.name for info in entries}
-            adopted = [info for name, info in complete.items() if name not in listed]
-            if adopted:
-                notes.append(
-                    "adopted the complete checkpoint(s) that the index did not list: "
-                    + ", ".join(info.name for info in adopted)
-                )
-            entries += adopted
+            entries = _reconcile(index, complete, incomplete, notes)
             changed = len(entries) != len(index)
         entries.sort(key=lambda info: (info.time, info.step))
-        return entries, notes, changed
+        return _View(entries, notes, changed)
+
+    def _scan_folders(self) -> tuple[dict[str, CheckpointInfo], dict[str, str]]:
+        """The `ckpt-<step>` folders: `({name: info} complete, {name: reason}
+        incomplete)`."""
+        complete: dict[str, CheckpointInfo] = {}
+        incomplete: dict[str, str] = {}
+        for name in self._folders():
+            path = self._inside(name)
+            reason = check_folder(path)
+            if reason is not None:
+                incomplete[name] = reason
+                continue
+            saved = read_meta(path).get("time", 0.0)
+            step = int(NAME_RE.match(name).group(1))
+            complete[name] = CheckpointInfo(name, step, path, float(saved or 0.0))
+        return complete, incomplete
 
     def entries(self) -> list[CheckpointInfo]:
         """The committed checkpoints, oldest save first (read only).

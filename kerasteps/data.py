@@ -161,6 +161,20 @@ def gan_batches(
     size = n_critic * batch_size
     if isinstance(x, tf.data.Dataset):
         return _from_dataset(x, size, shuffle, seed, repeat)
+    x = _examples_array(x, n_critic, batch_size)
+    elements = len(x) // size
+    examples = tf.constant(x)
+    ds = _index_elements(len(x), size, shuffle, seed, repeat)
+    ds = ds.map(
+        lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
+    ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _examples_array(x: Any, n_critic: int, batch_size: int) -> np.ndarray:
+    """`x` as an array of at least one element's examples (floats as float32)."""
     x = np.asarray(x)
     if x.ndim < 2:
         raise ValueError(
@@ -169,16 +183,23 @@ def gan_batches(
         )
     if np.issubdtype(x.dtype, np.floating) and x.dtype != np.float32:
         x = x.astype(np.float32)
-    n = len(x)
-    if n < size:
+    size = n_critic * batch_size
+    if len(x) < size:
         raise ValueError(
-            f"`x` has {n} examples, fewer than one element of n_critic * "
+            f"`x` has {len(x)} examples, fewer than one element of n_critic * "
             f"batch_size = {n_critic} * {batch_size} = {size}."
         )
+    return x
+
+
+def _index_elements(
+    n: int, size: int, shuffle: bool, seed: int | None, repeat: bool
+) -> tf.data.Dataset:
+    """Rows of `size` example indices, `n // size` a pass; the indices shuffled
+    once per pass (a stateless shuffle seeded per pass), one pass or forever."""
     # Shuffle indices once per pass and gather whole elements: much cheaper
     # than shuffling and batching example by example.
     elements = n // size
-    examples = tf.constant(x)
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     seeds = seeds if repeat else seeds.take(1)
 
@@ -191,13 +212,7 @@ def gan_batches(
         order = tf.reshape(order[: elements * size], (elements, size))
         return tf.data.Dataset.from_tensor_slices(order)
 
-    ds = seeds.flat_map(one_pass)
-    ds = ds.map(
-        lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
-    )
-    cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
-    ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return seeds.flat_map(one_pass)
 
 
 def _from_dataset(

@@ -17,6 +17,7 @@ Under JAX, several processes train one model with `keras.distribution` (e.g.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["is_chief", "task_of"]
@@ -128,10 +129,23 @@ def patch_keras_multi_worker() -> bool:
     global _PATCHED
     if _PATCHED:
         return False
-    from keras.src import tree
     from keras.src.backend.tensorflow import trainer as tf_trainer
 
-    original_reduce = tf_trainer.reduce_per_replica
+    tf_trainer.reduce_per_replica = _reduce_scalars_with_axis_none(
+        tf_trainer.reduce_per_replica
+    )
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _build_on_one_replica(
+        tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+    )
+    _PATCHED = True
+    return True
+
+
+def _reduce_scalars_with_axis_none(original_reduce: Callable) -> Callable:
+    """Keras's `reduce_per_replica`, but averaging scalar logs across workers
+    with `axis=None` (Keras reduces them with `axis=0`)."""
+    from keras.src import tree
+    from keras.src.backend.tensorflow import trainer as tf_trainer
 
     def reduce_per_replica(values, strategy, reduction):
         if tf_trainer._collective_all_reduce_multi_worker(strategy) and reduction in (
@@ -147,7 +161,14 @@ def patch_keras_multi_worker() -> bool:
             return tree.map_structure(_mean, values)
         return original_reduce(values, strategy, reduction)
 
-    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+    return reduce_per_replica
+
+
+def _build_on_one_replica(original_build: Callable) -> Callable:
+    """Keras's `_maybe_symbolic_build`, but building a multi-worker model on the
+    first replica's part of a batch, element by element."""
+    from keras.src import tree
+    from keras.src.backend.tensorflow import trainer as tf_trainer
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = self._distribute_strategy
@@ -171,7 +192,4 @@ def patch_keras_multi_worker() -> bool:
         with strategy.scope():
             self._symbolic_build(data_batch=data_batch)
 
-    tf_trainer.reduce_per_replica = reduce_per_replica
-    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _maybe_symbolic_build
-    _PATCHED = True
-    return True
+    return _maybe_symbolic_build

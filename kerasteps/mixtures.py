@@ -34,14 +34,6 @@ __all__ = [
 ]
 
 
-def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    return check_int(name, value, minimum, wrong_type=ValueError)
-
-
-def _check_positive(name: str, value: Any) -> float:
-    return check_positive_number(name, value)
-
-
 def _sample(
     centres: np.ndarray, n: int, std: float, seed: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -82,10 +74,10 @@ def ring_of_gaussians(
     >>> x.dtype, centres[0].tolist()
     (dtype('float32'), [2.0, 0.0])
     """
-    n = _check_int("n", n, 1)
-    modes = _check_int("modes", modes, 1)
-    radius = _check_positive("radius", radius)
-    std = _check_positive("std", std)
+    n = check_int("n", n, wrong_type=ValueError)
+    modes = check_int("modes", modes, wrong_type=ValueError)
+    radius = check_positive_number("radius", radius)
+    std = check_positive_number("std", std)
     angles = 2.0 * np.pi * np.arange(modes) / modes
     centres = radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
     return _sample(centres, n, std, seed)
@@ -121,10 +113,10 @@ def grid_of_gaussians(
     >>> centres.shape, float(centres.min()), float(centres.max())
     ((25, 2), -4.0, 4.0)
     """
-    n = _check_int("n", n, 1)
-    side = _check_int("side", side, 1)
-    spacing = _check_positive("spacing", spacing)
-    std = _check_positive("std", std)
+    n = check_int("n", n, wrong_type=ValueError)
+    side = check_int("side", side, wrong_type=ValueError)
+    spacing = check_positive_number("spacing", spacing)
+    std = check_positive_number("std", std)
     axis = (np.arange(side) - (side - 1) / 2.0) * spacing
     gx, gy = np.meshgrid(axis, axis, indexing="ij")
     centres = np.stack([gx.ravel(), gy.ravel()], axis=1)
@@ -214,6 +206,32 @@ def mode_coverage(
     >>> cov.modes_captured, round(cov.reverse_kl, 4)
     (1, 2.0794)
     """
+    samples, centres = _as_samples_and_centres(samples, centres)
+    std = check_positive_number("std", std)
+    threshold = check_positive_number("threshold", threshold)
+    n_modes = len(centres)
+    if min_share is None:
+        min_share = 0.2 / n_modes
+    elif not 0 < min_share <= 1:
+        raise ValueError(f"`min_share` must be in (0, 1], received {min_share!r}.")
+
+    counts, n_hq = _high_quality_counts(samples, centres, threshold * std)
+    high_quality = n_hq / len(samples) if len(samples) else 0.0
+    if n_hq == 0:
+        return ModeCoverage(0, n_modes, high_quality, float("inf"), counts)
+    p = counts / n_hq
+    modes_captured = int((p >= min_share).sum())
+    nz = p > 0
+    reverse_kl = float(np.sum(p[nz] * np.log((p[nz] + epsilon) * n_modes)))
+    return ModeCoverage(
+        modes_captured, n_modes, float(high_quality), max(reverse_kl, 0.0), counts
+    )
+
+
+def _as_samples_and_centres(
+    samples: Any, centres: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both as float64 arrays, `(n, d)` and `(n_modes, d)`, or raises."""
     samples = np.asarray(samples, dtype=np.float64)
     centres = np.asarray(centres, dtype=np.float64)
     if centres.ndim != 2 or len(centres) == 0:
@@ -226,15 +244,14 @@ def mode_coverage(
             f"`samples` must have shape (n, {centres.shape[1]}) to match `centres`, "
             f"received shape {samples.shape}."
         )
-    std = _check_positive("std", std)
-    threshold = _check_positive("threshold", threshold)
-    n_modes = len(centres)
-    if min_share is None:
-        min_share = 0.2 / n_modes
-    elif not 0 < min_share <= 1:
-        raise ValueError(f"`min_share` must be in (0, 1], received {min_share!r}.")
+    return samples, centres
 
-    counts = np.zeros(n_modes, dtype=np.int64)
+
+def _high_quality_counts(
+    samples: np.ndarray, centres: np.ndarray, radius: float
+) -> tuple[np.ndarray, int]:
+    """Per mode, the samples nearest to it and within `radius`; and their total."""
+    counts = np.zeros(len(centres), dtype=np.int64)
     n_hq = 0
     # Chunked nearest-centre search keeps memory at O(chunk * n_modes).
     for start in range(0, len(samples), 65536):
@@ -242,17 +259,7 @@ def mode_coverage(
         d2 = ((chunk[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
         nearest = d2.argmin(axis=1)
         dist = np.sqrt(d2[np.arange(len(chunk)), nearest])
-        hq = dist <= threshold * std
+        hq = dist <= radius
         n_hq += int(hq.sum())
-        counts += np.bincount(nearest[hq], minlength=n_modes)
-
-    high_quality = n_hq / len(samples) if len(samples) else 0.0
-    if n_hq == 0:
-        return ModeCoverage(0, n_modes, high_quality, float("inf"), counts)
-    p = counts / n_hq
-    modes_captured = int((p >= min_share).sum())
-    nz = p > 0
-    reverse_kl = float(np.sum(p[nz] * np.log((p[nz] + epsilon) * n_modes)))
-    return ModeCoverage(
-        modes_captured, n_modes, float(high_quality), max(reverse_kl, 0.0), counts
-    )
+        counts += np.bincount(nearest[hq], minlength=len(centres))
+    return counts, n_hq

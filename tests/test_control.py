@@ -26,6 +26,7 @@ from kerasteps.callbacks import (
     Throughput,
     ValidateEvery,
 )
+from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
 
 pytestmark = pytest.mark.neutral
@@ -183,6 +184,12 @@ def test_validate_every_prefix_keeps_the_series_apart(tmp_path, caplog):
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     with pytest.raises(ValueError, match="`prefix` must be a non-empty str"):
         ValidateEvery(5, (x_val, y_val), prefix="")
+
+
+def test_validate_every_has_no_values_before_its_first_validation():
+    validate = ValidateEvery(5, tiny_data(4, seed=2))
+    assert validate.last_values == {}
+    assert validate.last_step is None
 
 
 def test_validate_every_accepts_datasets_and_sample_weights(tmp_path):
@@ -421,9 +428,12 @@ def test_stop_on_non_finite_saves_the_last_finite_state(tmp_path):
         np.testing.assert_array_equal(restored.numpy(), saved)
 
 
-def test_stop_on_non_finite_with_a_checkpoint_directory(tmp_path):
+@pytest.mark.parametrize("given", ["directory", "store"])
+def test_stop_on_non_finite_with_a_checkpoint_directory(tmp_path, given):
     model = _nan_model(4)
-    stop = StopOnNonFinite(every=2, checkpoint=str(tmp_path / "nan"))
+    directory = str(tmp_path / "nan")
+    checkpoint = directory if given == "directory" else CheckpointStore(directory)
+    stop = StopOnNonFinite(every=2, checkpoint=checkpoint)
     _fit(model, 40, [stop])
     assert stop.stopped_step == 4
     assert stop.checkpoint_saved.step == 2

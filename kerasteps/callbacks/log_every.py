@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, check_names
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.formatting import format_value
@@ -162,14 +162,12 @@ class LogEvery(StepCallback):
             raise TypeError(
                 f"`fmt` must be a format string or a callable, received {fmt!r}."
             )
-        if isinstance(keys, str):
-            raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
+        self.keys = check_names("keys", keys)
         if not isinstance(level, int) or isinstance(level, bool):
             raise TypeError(f"`level` must be a logging level int, received {level!r}.")
         self.fmt = fmt
         self._fields = _fields(fmt) if isinstance(fmt, str) else []
         self._checked = False
-        self.keys = None if keys is None else list(keys)
         self.precision = check_int("precision", precision, 0, wrong_type=ValueError)
         self.level = level
         self.logger = (

@@ -145,6 +145,12 @@ class StepCheckpoint(StepCallback):
         async_save: Bool, default True: write checkpoints on a background thread
             (see above); False writes them on the training thread.
 
+    Attributes:
+        directory: The checkpoint directory, as a path string.
+        store: The `kerasteps.checkpoint_store.CheckpointStore` that writes and
+            reads `directory` (`StopOnNonFinite(checkpoint=...)` saves the last
+            finite state through it, one writer for the directory).
+
     Example:
 
     >>> import numpy as np, keras, tempfile

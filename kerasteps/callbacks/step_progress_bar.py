@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import keras
 
 from kerasteps._terminal import LiveLine
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, check_names
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every
@@ -152,9 +152,7 @@ class StepProgressBar(StepCallback):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         self.total_steps = check_int("total_steps", total_steps)
         self.width = check_int("width", width)
-        if isinstance(keys, str):
-            raise TypeError(f"`keys` must be a sequence of names, received {keys!r}.")
-        self.keys = None if keys is None else list(keys)
+        self.keys = check_names("keys", keys)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
             raise TypeError(f"`interval` must be a number, received {interval!r}.")
         if interval < 0:

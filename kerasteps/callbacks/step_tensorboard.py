@@ -43,6 +43,40 @@ def _encode_png(image: Any, tag: str) -> tuple[bytes, int, int]:
     return png, int(array.shape[1]), int(array.shape[0])
 
 
+def _optional_every(every: int | Every | None, name: str) -> Every | None:
+    return None if every is None else Every.coerce(every, name=name)
+
+
+def _check_images(images: Any) -> Any:
+    if images is not None and not callable(images):
+        raise TypeError(
+            "`images` must be a callable (model, step) -> {tag: image}, "
+            f"received {images!r}."
+        )
+    return images
+
+
+def _check_run_names(train_run: Any, validation_run: Any) -> None:
+    """Raises unless both are different plain folder names."""
+    for name, value in (
+        ("train_run", train_run),
+        ("validation_run", validation_run),
+    ):
+        if (
+            not isinstance(value, str)
+            or not _RUN_NAME_RE.match(value)
+            or value in (".", "..")
+        ):
+            raise ValueError(
+                f"`{name}` must be a plain folder name inside `log_dir` (letters, "
+                f"digits, `_`, `-`, `.`), received {value!r}."
+            )
+    if train_run == validation_run:
+        raise ValueError(
+            f"`train_run` and `validation_run` must differ, both are {train_run!r}."
+        )
+
+
 class StepTensorBoard(StepCallback):
     """Writes TensorBoard scalars at the true global step, every N steps.
 
@@ -119,17 +153,8 @@ class StepTensorBoard(StepCallback):
     ):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
         self.log_dir = writable_dir(log_dir, "log_dir")
-        self.histogram_every = (
-            None
-            if histogram_every is None
-            else Every.coerce(histogram_every, name="histogram_every")
-        )
-        if images is not None and not callable(images):
-            raise TypeError(
-                "`images` must be a callable (model, step) -> {tag: image}, "
-                f"received {images!r}."
-            )
-        self.images = images
+        self.histogram_every = _optional_every(histogram_every, "histogram_every")
+        self.images = _check_images(images)
         self.image_every = (
             None
             if images is None
@@ -138,23 +163,7 @@ class StepTensorBoard(StepCallback):
                 name="image_every",
             )
         )
-        for name, value in (
-            ("train_run", train_run),
-            ("validation_run", validation_run),
-        ):
-            if (
-                not isinstance(value, str)
-                or not _RUN_NAME_RE.match(value)
-                or value in (".", "..")
-            ):
-                raise ValueError(
-                    f"`{name}` must be a plain folder name inside `log_dir` (letters, "
-                    f"digits, `_`, `-`, `.`), received {value!r}."
-                )
-        if train_run == validation_run:
-            raise ValueError(
-                f"`train_run` and `validation_run` must differ, both are {train_run!r}."
-            )
+        _check_run_names(train_run, validation_run)
         self.write_learning_rate = bool(write_learning_rate)
         self.write_counters = bool(write_counters)
         self.train_run = train_run
@@ -221,10 +230,7 @@ class StepTensorBoard(StepCallback):
             if self.write_counters:
                 for name, value in event.counters.items():
                     train.append(_eventfiles.scalar_value(f"counters/{name}", value))
-        if self._histograms_due(event):
-            train.extend(self._histograms())
-        if self._images_due(event):
-            train.extend(self._images(step))
+        train.extend(self._extras(event))
         self._write(self.train_run, step, train, event.time)
         self._write(self.validation_run, step, validation, event.time)
         for writer in self._writers.values():
@@ -246,21 +252,25 @@ class StepTensorBoard(StepCallback):
             if every is not None
         ]
 
-    def _histograms_due(self, event: StepEvent | StepRecord) -> bool:
-        return self.histogram_every is not None and self.histogram_every.fires(
+    def _due(self, every: Every | None, event: StepEvent | StepRecord) -> bool:
+        return every is not None and every.fires(
             event.prev, event.step, self.hub.start_step
         )
+
+    def _extras(self, event: StepEvent) -> list:
+        """The histograms and images due at this step (on their own schedules)."""
+        extra = []
+        if self._due(self.histogram_every, event):
+            extra.extend(self._histograms())
+        if self._due(self.image_every, event):
+            extra.extend(self._images(event.step))
+        return extra
 
     def _histograms(self) -> list:
         return [
             _eventfiles.histogram_value(f"weights/{weight.path}", weight.numpy())
             for weight in self.model.trainable_weights
         ]
-
-    def _images_due(self, event: StepEvent | StepRecord) -> bool:
-        return self.image_every is not None and self.image_every.fires(
-            event.prev, event.step, self.hub.start_step
-        )
 
     def _images(self, step: int) -> list:
         values = []
@@ -271,11 +281,7 @@ class StepTensorBoard(StepCallback):
 
     def on_other_step(self, event: StepEvent) -> None:
         """Histograms and images on their own schedules, between scalar points."""
-        extra = []
-        if self._histograms_due(event):
-            extra.extend(self._histograms())
-        if self._images_due(event):
-            extra.extend(self._images(event.step))
+        extra = self._extras(event)
         if extra:
             with self._lock:
                 self._write(self.train_run, event.step, extra, event.time)

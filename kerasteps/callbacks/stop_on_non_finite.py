@@ -25,6 +25,35 @@ def is_loss_key(name: str) -> bool:
     return name == "loss" or name.endswith("_loss")
 
 
+def _check_keys(keys: Sequence[str] | None) -> list[str] | None:
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"`keys` must be a sequence of value names, received {keys!r}.")
+    keys = list(keys)
+    if not keys:
+        raise ValueError(f"`keys` must not be empty, received {keys!r}.")
+    return keys
+
+
+def _store_of(checkpoint: Any) -> CheckpointStore | None:
+    """The store the last finite state is written to: a `CheckpointStore`, the
+    public `store` of a `StepCheckpoint` (or any object that has one), or a new
+    store in a directory."""
+    if checkpoint is None:
+        return None
+    if isinstance(checkpoint, CheckpointStore):
+        return checkpoint
+    if isinstance(getattr(checkpoint, "store", None), CheckpointStore):
+        return checkpoint.store  # a StepCheckpoint: its directory
+    if isinstance(checkpoint, (str, os.PathLike)):
+        return CheckpointStore(writable_dir(checkpoint, "checkpoint"), keep=3)
+    raise TypeError(
+        "`checkpoint` must be a StepCheckpoint, a CheckpointStore or a directory "
+        f"path, received {checkpoint!r} of type {type(checkpoint).__name__}."
+    )
+
+
 class StopOnNonFinite(StepCallback):
     """Stops training at the first step where a logged loss is NaN or infinite.
 
@@ -37,7 +66,8 @@ class StopOnNonFinite(StepCallback):
     message in `message` (and the step and key in `stopped_step`, `stopped_key`).
     Sinks still record that step, so the NaN is visible where it happened.
 
-    Last finite state: with `checkpoint=` (a `StepCheckpoint`, or a directory), a
+    Last finite state: with `checkpoint=` (a `StepCheckpoint`, whose public `store`
+    it writes to, a `kerasteps.checkpoint_store.CheckpointStore`, or a directory), a
     copy of the model and optimizer variables is kept in memory at every check
     whose losses and variables are all finite; when a loss goes non-finite, that
     copy is saved as a checkpoint (`checkpoint_saved`), which
@@ -56,8 +86,9 @@ class StopOnNonFinite(StepCallback):
         every: Positive int or `kerasteps.Every`, default 1: how often to check.
             Keras's `loss` is a running mean, so a NaN is still seen at the next
             check; a custom `train_step`'s raw values may not be.
-        checkpoint: Optional `StepCheckpoint` or directory path where the last
-            finite state is saved when training stops on a non-finite value.
+        checkpoint: Optional `StepCheckpoint`, `CheckpointStore` or directory path
+            where the last finite state is saved when training stops on a
+            non-finite value.
 
     Example:
 
@@ -82,27 +113,8 @@ class StopOnNonFinite(StepCallback):
         checkpoint: Any = None,
     ):
         super().__init__(Every.coerce(every, name="every"))
-        if keys is not None:
-            if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
-                raise TypeError(
-                    f"`keys` must be a sequence of value names, received {keys!r}."
-                )
-            keys = list(keys)
-            if not keys:
-                raise ValueError(f"`keys` must not be empty, received {keys!r}.")
-        self.keys = keys
-        if checkpoint is None:
-            self._store = None
-        elif isinstance(getattr(checkpoint, "store", None), CheckpointStore):
-            self._store = checkpoint.store  # a StepCheckpoint: its directory
-        elif isinstance(checkpoint, (str, os.PathLike)):
-            directory = writable_dir(checkpoint, "checkpoint")
-            self._store = CheckpointStore(directory, keep=3)
-        else:
-            raise TypeError(
-                "`checkpoint` must be a StepCheckpoint or a directory path, received "
-                f"{checkpoint!r} of type {type(checkpoint).__name__}."
-            )
+        self.keys = _check_keys(keys)
+        self._store = _store_of(checkpoint)
         self.checkpoint = checkpoint
         self._pair = (_model_state.Snapshot(), _model_state.Snapshot())
         self._reset()

@@ -43,22 +43,32 @@ def _as_dataset(
 ) -> tf.data.Dataset:
     """Validates the structure of `validation_data` and returns a batched dataset."""
     if isinstance(validation_data, tf.data.Dataset):
-        spec = validation_data.element_spec
-        if isinstance(spec, tuple) and not 1 <= len(spec) <= 3:
-            raise ValueError(
-                "`validation_data` must be a dataset of `(x, y)` or "
-                f"`(x, y, sample_weight)` batches, received a dataset of {len(spec)}-"
-                f"tuples: {spec}."
-            )
-        cardinality = int(validation_data.cardinality())
-        if cardinality == tf.data.INFINITE_CARDINALITY and steps is None:
-            raise ValueError(
-                "`validation_data` is an infinite dataset, so `steps` is required; "
-                "received steps=None."
-            )
-        if cardinality == 0:
-            raise ValueError("`validation_data` is an empty dataset.")
-        return validation_data
+        return _checked_dataset(validation_data, steps)
+    return _dataset_of_arrays(validation_data, batch_size)
+
+
+def _checked_dataset(dataset: tf.data.Dataset, steps: int | None) -> tf.data.Dataset:
+    """`dataset`, after checking its element structure and its size."""
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and not 1 <= len(spec) <= 3:
+        raise ValueError(
+            "`validation_data` must be a dataset of `(x, y)` or "
+            f"`(x, y, sample_weight)` batches, received a dataset of {len(spec)}-"
+            f"tuples: {spec}."
+        )
+    cardinality = int(dataset.cardinality())
+    if cardinality == tf.data.INFINITE_CARDINALITY and steps is None:
+        raise ValueError(
+            "`validation_data` is an infinite dataset, so `steps` is required; "
+            "received steps=None."
+        )
+    if cardinality == 0:
+        raise ValueError("`validation_data` is an empty dataset.")
+    return dataset
+
+
+def _dataset_of_arrays(validation_data: Any, batch_size: int) -> tf.data.Dataset:
+    """An `(x, y)` or `(x, y, sample_weight)` tuple of arrays, checked and batched."""
     if (
         not isinstance(validation_data, (tuple, list))
         or not 2 <= len(validation_data) <= 3
@@ -169,15 +179,15 @@ class ValidateEvery(StepCallback):
         self.batch_size = batch_size
         self.validation_data = validation_data
         self._dataset = _as_dataset(validation_data, batch_size, steps)
+        #: The values of the last validation, `{"val_loss": ..., ...}`.
+        self.last_values: dict[str, float] = {}
+        #: Global step of the last validation, or None.
+        self.last_step: int | None = None
 
     @property
     def value_prefix(self) -> str:
         """The prefix of the names of the values this callback provides."""
         return self.prefix
-        #: The values of the last validation, `{"val_loss": ..., ...}`.
-        self.last_values: dict[str, float] = {}
-        #: Global step of the last validation, or None.
-        self.last_step: int | None = None
 
     def evaluate(self) -> dict[str, float]:
         """Evaluates the model now and returns `{"val_<name>": value}`.
@@ -202,14 +212,13 @@ class ValidateEvery(StepCallback):
 
     def _evaluate(self, dataset: tf.data.Dataset, steps: int | None) -> dict:
         model = self.model
-        variables = _metric_variables(model)
-        saved = [np.array(v.numpy(), copy=True) for v in variables]
+        # evaluate() resets the metrics that training shares: put them back.
+        saved = _variables.Saved(v for m in model.metrics for v in m.variables)
         torch_rng = _torch_rng_state()
         try:
             return model.evaluate(dataset, steps=steps, verbose=0, return_dict=True)
         finally:
-            for variable, value in zip(variables, saved, strict=True):
-                variable.assign(value)
+            saved.assign_back()
             if torch_rng is not None:
                 import torch
 
@@ -254,7 +263,3 @@ def _no_loss(model: Any) -> bool:
     """A model compiled without a loss and evaluated by Keras's own `test_step`."""
     own_step = type(model).test_step is not keras.Model.test_step
     return not own_step and getattr(model, "loss", None) is None
-
-
-def _metric_variables(model: Any) -> list[Any]:
-    return _variables.unique(v for metric in model.metrics for v in metric.variables)

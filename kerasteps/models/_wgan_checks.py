@@ -6,7 +6,7 @@ wrong and what is allowed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 
@@ -51,6 +51,32 @@ def regulariser(
     return gradient_penalty, clip_value
 
 
+class Arguments(NamedTuple):
+    """The WGAN's checked constructor arguments."""
+
+    latent_dim: int
+    n_critic: int
+    gradient_penalty: float | None
+    clip_value: float | None
+    seed: int | None
+
+
+def arguments(
+    latent_dim: Any,
+    n_critic: Any,
+    gradient_penalty: Any,
+    clip_value: Any,
+    seed: Any,
+) -> Arguments:
+    """Checks the WGAN's scalar arguments, in this order; returns them checked."""
+    latent_dim = integer("latent_dim", latent_dim)
+    n_critic = integer("n_critic", n_critic)
+    gradient_penalty, clip_value = regulariser(gradient_penalty, clip_value)
+    if seed is not None:
+        seed = integer("seed", seed, 0)
+    return Arguments(latent_dim, n_critic, gradient_penalty, clip_value, seed)
+
+
 def uses_float16(layer: keras.Layer) -> bool:
     """Whether the layer or any layer inside it computes in float16."""
     flatten = getattr(layer, "_flatten_layers", None)
@@ -77,24 +103,36 @@ def networks(generator: Any, critic: Any, latent_dim: int) -> tuple[int, ...]:
                 f"`{name}` must be a keras.Model or keras.Layer, received "
                 f"{layer!r} of type {type(layer).__name__}."
             )
-    latent_spec = keras.KerasTensor((None, latent_dim))
+    _generator_input(generator, latent_dim)
+    fake_spec = _generator_output(generator, latent_dim)
+    _critic_output(critic, fake_spec)
+    return tuple(fake_spec.shape[1:])
+
+
+def _generator_input(generator: keras.Layer, latent_dim: int) -> None:
+    """Checks a generator's declared inputs (if any): one of `(batch, latent_dim)`."""
     inputs = getattr(generator, "inputs", None)
-    if inputs:
-        if len(inputs) != 1 or len(inputs[0].shape) != 2:
-            raise ValueError(
-                "The generator must take one input of shape (batch, latent_dim), "
-                f"it takes {[shape_str(t.shape) for t in inputs]}."
-            )
-        if inputs[0].shape[-1] not in (None, latent_dim):
-            raise ValueError(
-                f"`latent_dim`={latent_dim} does not match the generator's "
-                f"input dimension {inputs[0].shape[-1]} (generator input shape "
-                f"{shape_str(inputs[0].shape)})."
-            )
+    if not inputs:
+        return
+    if len(inputs) != 1 or len(inputs[0].shape) != 2:
+        raise ValueError(
+            "The generator must take one input of shape (batch, latent_dim), "
+            f"it takes {[shape_str(t.shape) for t in inputs]}."
+        )
+    if inputs[0].shape[-1] not in (None, latent_dim):
+        raise ValueError(
+            f"`latent_dim`={latent_dim} does not match the generator's "
+            f"input dimension {inputs[0].shape[-1]} (generator input shape "
+            f"{shape_str(inputs[0].shape)})."
+        )
+
+
+def _generator_output(generator: keras.Layer, latent_dim: int) -> keras.KerasTensor:
+    """Builds the generator; returns the spec of its samples (known but for batch)."""
     try:
         if not generator.built:
             generator.build((None, latent_dim))
-        fake_spec = generator.compute_output_spec(latent_spec)
+        fake_spec = generator.compute_output_spec(keras.KerasTensor((None, latent_dim)))
     except Exception as e:
         raise ValueError(
             f"The generator cannot take latent vectors of shape (batch, "
@@ -105,12 +143,16 @@ def networks(generator: Any, critic: Any, latent_dim: int) -> tuple[int, ...]:
             "The generator must return a single tensor of samples, it returns "
             f"{fake_spec!r}."
         )
-    sample_shape = tuple(fake_spec.shape[1:])
-    if any(d is None for d in sample_shape):
+    if any(d is None for d in fake_spec.shape[1:]):
         raise ValueError(
             "The generator's output shape must be known except for the batch "
             f"axis, it is {shape_str(fake_spec.shape)}."
         )
+    return fake_spec
+
+
+def _critic_output(critic: keras.Layer, fake_spec: keras.KerasTensor) -> None:
+    """Builds the critic on the generator's samples; checks one score each."""
     try:
         if not critic.built:
             critic.build(fake_spec.shape)
@@ -130,7 +172,6 @@ def networks(generator: Any, critic: Any, latent_dim: int) -> tuple[int, ...]:
             f"or (batch,); its output shape is "
             f"{shape_str(score_shape) if score_shape is not None else score_spec}."
         )
-    return sample_shape
 
 
 def data_shape(

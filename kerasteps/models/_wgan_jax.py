@@ -45,6 +45,47 @@ class _Layout(NamedTuple):
     d_iterations: int  # in the critic optimizer's own variables
 
 
+class _Values(NamedTuple):
+    """The values of each network's and each optimizer's variables in one step."""
+
+    g_train: list
+    c_train: list
+    g_nt: list
+    c_nt: list
+    g_opt: list
+    d_opt: list
+
+
+def _take(
+    at: _Layout, trainable: list, non_trainable: list, optimizer_values: list
+) -> _Values:
+    """Picks each network's and optimizer's values out of the trainer's state."""
+    return _Values(
+        g_train=[trainable[i] for i in at.g_trainable],
+        c_train=[trainable[i] for i in at.c_trainable],
+        g_nt=[non_trainable[i] for i in at.g_non_trainable],
+        c_nt=[non_trainable[i] for i in at.c_non_trainable],
+        g_opt=list(optimizer_values[at.g_optimizer]),
+        d_opt=list(optimizer_values[at.d_optimizer]),
+    )
+
+
+def _put(
+    at: _Layout, values: _Values, trainable: list, non_trainable: list
+) -> tuple[list, list]:
+    """New trainable and non-trainable state lists holding the networks' values."""
+    trainable, non_trainable = list(trainable), list(non_trainable)
+    for positions, new, into in (
+        (at.g_trainable, values.g_train, trainable),
+        (at.c_trainable, values.c_train, trainable),
+        (at.g_non_trainable, values.g_nt, non_trainable),
+        (at.c_non_trainable, values.c_nt, non_trainable),
+    ):
+        for i, value in zip(positions, new, strict=True):
+            into[i] = value
+    return trainable, non_trainable
+
+
 def _positions(variables: list, among: list) -> list[int]:
     index = {id(v): i for i, v in enumerate(among)}
     return [index[id(v)] for v in variables]
@@ -207,66 +248,22 @@ class JaxSteps:
         """`n_critic` critic updates on fresh real batches, then one generator
         update, statelessly; returns the logs and the new state."""
         trainable, non_trainable, optimizer_values, metrics_values = state
-        trainable, non_trainable = list(trainable), list(non_trainable)
-        optimizer_values = list(optimizer_values)
         at = self._layout()
         real = critic_batches(data, self.n_critic, self._sample_shape)
-        batch = real.shape[0]
-
-        g_train = [trainable[i] for i in at.g_trainable]
-        c_train = [trainable[i] for i in at.c_trainable]
-        g_nt = [non_trainable[i] for i in at.g_non_trainable]
-        c_nt = [non_trainable[i] for i in at.c_non_trainable]
-        g_opt = optimizer_values[at.g_optimizer]
-        d_opt = optimizer_values[at.d_optimizer]
+        values = _take(at, trainable, non_trainable, optimizer_values)
         seed_state = self._seed_generator.state
-        counter_dtype = self.d_step.dtype
-
         with keras.StatelessScope(
             state_mapping=[(seed_state, non_trainable[at.seed])]
         ) as noise:
             results = []
-            critic_grad = jax.grad(self._critic_loss, has_aux=True)
             for i in range(self.n_critic):
-                z = self._draw_latent(batch)
-                fake, g_nt = self.generator.stateless_call(
-                    g_train, g_nt, z, training=True
-                )
-                e = None
-                if self.gradient_penalty is not None:
-                    e = self._draw_uniform(batch, fake.dtype)
-                real_i = keras.ops.cast(real[:, i], fake.dtype)
-                grads, (d_loss, wasserstein, penalty, c_nt) = critic_grad(
-                    c_train, c_nt, d_opt, real_i, fake, e
-                )
-                before = d_opt[at.d_iterations]
-                c_train, d_opt = self.d_optimizer.stateless_apply(d_opt, grads, c_train)
-                after = d_opt[at.d_iterations]
-                if self.clip_value is not None:
-                    c_train = [
-                        keras.ops.clip(v, -self.clip_value, self.clip_value)
-                        for v in c_train
-                    ]
-                applied = keras.ops.cast(after - before, counter_dtype)
-                results.append(CriticResult(d_loss, wasserstein, penalty, applied))
-            z = self._draw_latent(batch)
+                result, values = self._critic_update(at, values, real[:, i])
+                results.append(result)
+            z = self._draw_latent(real.shape[0])
             new_seed = noise.get_current_value(seed_state)
+        g_loss, g_applied, values = self._generator_update(at, values, z)
 
-        grads, (g_loss, g_nt, c_nt) = jax.grad(self._generator_loss, has_aux=True)(
-            g_train, g_nt, c_train, c_nt, g_opt, z
-        )
-        before = g_opt[at.g_iterations]
-        g_train, g_opt = self.g_optimizer.stateless_apply(g_opt, grads, g_train)
-        g_applied = keras.ops.cast(g_opt[at.g_iterations] - before, counter_dtype)
-
-        for i, value in zip(at.g_trainable, g_train, strict=True):
-            trainable[i] = value
-        for i, value in zip(at.c_trainable, c_train, strict=True):
-            trainable[i] = value
-        for i, value in zip(at.g_non_trainable, g_nt, strict=True):
-            non_trainable[i] = value
-        for i, value in zip(at.c_non_trainable, c_nt, strict=True):
-            non_trainable[i] = value
+        trainable, non_trainable = _put(at, values, trainable, non_trainable)
         d_step = non_trainable[at.d_step] + sum(r.applied for r in results)
         g_step = non_trainable[at.g_step] + g_applied
         non_trainable[at.d_step] = d_step
@@ -276,7 +273,55 @@ class JaxSteps:
         logs, metrics_values = self._track(metrics_values, results, g_loss)
         logs["d_step"] = d_step
         logs["g_step"] = g_step
-        return logs, (trainable, non_trainable, [*g_opt, *d_opt], metrics_values)
+        optimizer_values = [*values.g_opt, *values.d_opt]
+        return logs, (trainable, non_trainable, optimizer_values, metrics_values)
+
+    def _critic_update(
+        self, at: _Layout, values: _Values, real: Any
+    ) -> tuple[CriticResult, _Values]:
+        """One critic update on the real batch `real` and a fresh fake batch."""
+        batch = real.shape[0]
+        z = self._draw_latent(batch)
+        fake, g_nt = self.generator.stateless_call(
+            values.g_train, values.g_nt, z, training=True
+        )
+        e = None
+        if self.gradient_penalty is not None:
+            e = self._draw_uniform(batch, fake.dtype)
+        real = keras.ops.cast(real, fake.dtype)
+        critic_grad = jax.grad(self._critic_loss, has_aux=True)
+        grads, (d_loss, wasserstein, penalty, c_nt) = critic_grad(
+            values.c_train, values.c_nt, values.d_opt, real, fake, e
+        )
+        before = values.d_opt[at.d_iterations]
+        c_train, d_opt = self.d_optimizer.stateless_apply(
+            values.d_opt, grads, values.c_train
+        )
+        if self.clip_value is not None:
+            c_train = [
+                keras.ops.clip(v, -self.clip_value, self.clip_value) for v in c_train
+            ]
+        applied = keras.ops.cast(d_opt[at.d_iterations] - before, self.d_step.dtype)
+        values = values._replace(g_nt=g_nt, c_train=c_train, c_nt=c_nt, d_opt=d_opt)
+        return CriticResult(d_loss, wasserstein, penalty, applied), values
+
+    def _generator_update(
+        self, at: _Layout, values: _Values, z: Any
+    ) -> tuple[Any, Any, _Values]:
+        """One generator update on the latent batch `z`; returns the generator
+        loss, 1 or 0 (applied or skipped by a loss-scaling optimizer) and the new
+        values."""
+        generator_grad = jax.grad(self._generator_loss, has_aux=True)
+        grads, (g_loss, g_nt, c_nt) = generator_grad(
+            values.g_train, values.g_nt, values.c_train, values.c_nt, values.g_opt, z
+        )
+        before = values.g_opt[at.g_iterations]
+        g_train, g_opt = self.g_optimizer.stateless_apply(
+            values.g_opt, grads, values.g_train
+        )
+        applied = keras.ops.cast(g_opt[at.g_iterations] - before, self.d_step.dtype)
+        values = values._replace(g_train=g_train, g_nt=g_nt, c_nt=c_nt, g_opt=g_opt)
+        return g_loss, applied, values
 
     def _track(
         self, metrics_values: list, results: list[CriticResult], g_loss: Any

@@ -7,22 +7,9 @@ from typing import Any
 
 import keras
 
-from kerasteps.models.mlp import _check_int, _check_ints, _check_name
+from kerasteps._validate import check_image_shape, check_int, check_ints, check_name
 
 __all__ = ["build_image_classifier"]
-
-
-def _check_image_shape(name: str, value: Any) -> tuple[int, int, int]:
-    """Returns `value` as a `(height, width, channels)` tuple of ints >= 1."""
-    if (
-        isinstance(value, (str, bytes))
-        or not isinstance(value, Sequence)
-        or len(value) != 3
-    ):
-        raise ValueError(
-            f"`{name}` must be (height, width, channels), received {value!r}."
-        )
-    return _check_ints(name, value)  # type: ignore[return-value]
 
 
 def build_image_classifier(
@@ -92,7 +79,43 @@ def build_image_classifier(
     >>> build_image_classifier((28, 28, 1), num_classes=2).output_shape
     (None, 1)
     """
-    height, width, channels = _check_image_shape("input_shape", input_shape)
+    height, width, channels = check_image_shape("input_shape", input_shape)
+    _check_num_classes(num_classes)
+    filters = check_ints("filters", filters)
+    dense_units = check_int("dense_units", dense_units)
+    _check_dropout_and_rescale(dropout, rescale)
+    _check_pooling(height, width, filters, input_shape)
+    name = check_name(name)
+    outputs_count = 1 if num_classes == 2 and binary_single_logit else num_classes
+
+    inputs = keras.Input(shape=(height, width, channels), name="images")
+    x = inputs
+    if rescale is not None:
+        x = keras.layers.Rescaling(float(rescale), name="rescale")(x)
+    for block, count in enumerate(filters):
+        x = _conv_block(x, block, count)
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    x = keras.layers.Dense(dense_units, activation="relu", name="hidden")(x)
+    if dropout > 0:
+        x = keras.layers.Dropout(float(dropout), name="dropout")(x)
+    outputs = keras.layers.Dense(outputs_count, name="logits")(x)
+    return keras.Model(inputs, outputs, name=name)
+
+
+def _conv_block(x: Any, block: int, filters: int) -> Any:
+    """`Conv2D -> Conv2D -> MaxPooling2D(2)`, layers named `block{block}_*`."""
+    for conv in range(2):
+        x = keras.layers.Conv2D(
+            filters,
+            3,
+            padding="same",
+            activation="relu",
+            name=f"block{block}_conv{conv}",
+        )(x)
+    return keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
+
+
+def _check_num_classes(num_classes: Any) -> None:
     if (
         isinstance(num_classes, bool)
         or not isinstance(num_classes, int)
@@ -102,11 +125,14 @@ def build_image_classifier(
             "`num_classes` must be an int >= 2 (use 2 for a binary classifier), "
             f"received {num_classes!r}."
         )
-    filters = _check_ints("filters", filters)
-    dense_units = _check_int("dense_units", dense_units)
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise ValueError(f"`dropout` must be a float in [0, 1), received {dropout!r}.")
-    if not 0.0 <= dropout < 1.0:
+
+
+def _check_dropout_and_rescale(dropout: Any, rescale: Any) -> None:
+    if (
+        isinstance(dropout, bool)
+        or not isinstance(dropout, (int, float))
+        or not 0.0 <= dropout < 1.0
+    ):
         raise ValueError(f"`dropout` must be a float in [0, 1), received {dropout!r}.")
     if rescale is not None and (
         isinstance(rescale, bool)
@@ -118,6 +144,12 @@ def build_image_classifier(
         raise ValueError(
             f"`rescale` must be a finite non-zero number or None, received {rescale!r}."
         )
+
+
+def _check_pooling(
+    height: int, width: int, filters: tuple[int, ...], input_shape: Any
+) -> None:
+    """Raises unless the image survives one 2x2 pooling per block."""
     smallest = 2 ** len(filters)
     if height < smallest or width < smallest:
         raise ValueError(
@@ -125,26 +157,3 @@ def build_image_classifier(
             f"{len(filters)} pooling blocks (`filters={filters!r}`), received "
             f"{tuple(input_shape)!r}."
         )
-    name = _check_name(name)
-    outputs_count = 1 if num_classes == 2 and binary_single_logit else num_classes
-
-    inputs = keras.Input(shape=(height, width, channels), name="images")
-    x = inputs
-    if rescale is not None:
-        x = keras.layers.Rescaling(float(rescale), name="rescale")(x)
-    for block, count in enumerate(filters):
-        for conv in range(2):
-            x = keras.layers.Conv2D(
-                count,
-                3,
-                padding="same",
-                activation="relu",
-                name=f"block{block}_conv{conv}",
-            )(x)
-        x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
-    x = keras.layers.Dense(dense_units, activation="relu", name="hidden")(x)
-    if dropout > 0:
-        x = keras.layers.Dropout(float(dropout), name="dropout")(x)
-    outputs = keras.layers.Dense(outputs_count, name="logits")(x)
-    return keras.Model(inputs, outputs, name=name)

@@ -24,8 +24,8 @@ from typing import Any
 
 import keras
 
-from kerasteps.models.classifier import _check_image_shape
-from kerasteps.models.mlp import _check_int, _check_name, build_mlp
+from kerasteps._validate import check_image_shape, check_int, check_name
+from kerasteps.models.mlp import build_mlp
 
 __all__ = [
     "build_image_critic",
@@ -73,7 +73,7 @@ def build_point_generator(
     (None, 2)
     """
     return build_mlp(
-        _check_int("latent_dim", latent_dim),
+        check_int("latent_dim", latent_dim),
         widths=widths,
         output_dim=output_dim,
         activation=activation,
@@ -124,7 +124,7 @@ def build_point_critic(
 
 
 def _check_gan_image_shape(value: Any) -> tuple[int, int, int]:
-    height, width, channels = _check_image_shape("image_shape", value)
+    height, width, channels = check_image_shape("image_shape", value)
     if height != width or height not in _BASE_SIZE:
         raise ValueError(
             "`image_shape` must be (28, 28, C) or (32, 32, C), "
@@ -173,10 +173,10 @@ def build_image_generator(
     >>> build_image_generator(64, (32, 32, 3), base_filters=8).output_shape
     (None, 32, 32, 3)
     """
-    latent_dim = _check_int("latent_dim", latent_dim)
+    latent_dim = check_int("latent_dim", latent_dim)
     height, width, channels = _check_gan_image_shape(image_shape)
-    filters = _check_int("base_filters", base_filters)
-    name = _check_name(name)
+    filters = check_int("base_filters", base_filters)
+    name = check_name(name)
     base = _BASE_SIZE[height]
 
     inputs = keras.Input(shape=(latent_dim,), name="latent")
@@ -241,13 +241,13 @@ def build_image_critic(
     (None, 1)
     """
     _check_gan_image_shape(image_shape)
-    filters = _check_int("base_filters", base_filters)
+    filters = check_int("base_filters", base_filters)
     if normalization not in _CRITIC_NORMALIZATIONS:
         raise ValueError(
             "`normalization` must be 'layer' or None (a WGAN-GP critic must not "
             f"use batch normalization), received {normalization!r}."
         )
-    name = _check_name(name)
+    name = check_name(name)
 
     inputs = keras.Input(shape=tuple(image_shape), name="images")
     x = inputs

@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import keras
 
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, check_ints, check_name
 
 __all__ = ["build_mlp"]
-
-
-_check_int = check_int
-
-
-def _check_ints(name: str, values: Any, minimum: int = 1) -> tuple[int, ...]:
-    """Returns `values` as a tuple of ints >= `minimum`, or raises."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(
-            f"`{name}` must be a sequence of ints >= {minimum}, received {values!r}."
-        )
-    for value in values:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value < minimum
-        ):
-            raise ValueError(
-                f"`{name}` must be a sequence of ints >= {minimum}, "
-                f"received {tuple(values)!r}."
-            )
-    return tuple(int(value) for value in values)
 
 
 def _check_activation(name: str, value: Any) -> Any:
@@ -45,12 +22,6 @@ def _check_activation(name: str, value: Any) -> Any:
         raise ValueError(
             f"`{name}` must be a Keras activation, received {value!r}: {error}"
         ) from None
-    return value
-
-
-def _check_name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"`name` must be a non-empty str, received {value!r}.")
     return value
 
 
@@ -114,12 +85,12 @@ def build_mlp(
     >>> model.output_shape, len(model.layers)  # Input + 3 dense layers
     ((None, 16), 4)
     """
-    input_dim = _check_int("input_dim", input_dim)
-    widths = _check_ints("widths", widths)
-    output_dim = _check_int("output_dim", output_dim)
+    input_dim = check_int("input_dim", input_dim)
+    widths = check_ints("widths", widths)
+    output_dim = check_int("output_dim", output_dim)
     _check_activation("activation", activation)
     _check_activation("output_activation", output_activation)
-    name = _check_name(name)
+    name = check_name(name)
 
     inputs = keras.Input(shape=(input_dim,), name="inputs")
     x = inputs

@@ -159,49 +159,45 @@ class WGAN(_BackendSteps, keras.Model):
         seed: int | None = None,
         **kwargs: Any,
     ):
-        latent_dim = checks.integer("latent_dim", latent_dim)
-        n_critic = checks.integer("n_critic", n_critic)
-        gradient_penalty, clip_value = checks.regulariser(gradient_penalty, clip_value)
-        if seed is not None:
-            seed = checks.integer("seed", seed, 0)
-        sample_shape = checks.networks(generator, critic, latent_dim)
+        args = checks.arguments(
+            latent_dim, n_critic, gradient_penalty, clip_value, seed
+        )
+        sample_shape = checks.networks(generator, critic, args.latent_dim)
         super().__init__(**kwargs)
         self.generator = generator
         self.critic = critic
-        self.latent_dim = latent_dim
-        self.n_critic = n_critic
-        self.gradient_penalty = gradient_penalty
-        self.clip_value = clip_value
-        self.seed = seed
+        self.latent_dim = args.latent_dim
+        self.n_critic = args.n_critic
+        self.gradient_penalty = args.gradient_penalty
+        self.clip_value = args.clip_value
+        self.seed = args.seed
         self._sample_shape = sample_shape
-        self._seed_generator = keras.random.SeedGenerator(seed, name="wgan_seed")
-        self.d_step = self.add_weight(
-            shape=(),
-            dtype="int64",
-            initializer="zeros",
-            trainable=False,
-            aggregation="only_first_replica",
-            name="d_step",
-        )
-        self.g_step = self.add_weight(
-            shape=(),
-            dtype="int64",
-            initializer="zeros",
-            trainable=False,
-            aggregation="only_first_replica",
-            name="g_step",
-        )
+        self._seed_generator = keras.random.SeedGenerator(args.seed, name="wgan_seed")
+        self.d_step = self._add_counter("d_step")
+        self.g_step = self._add_counter("g_step")
         self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
         self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
         self.wasserstein_tracker = keras.metrics.Mean(name="wasserstein")
         self.gp_tracker = (
             keras.metrics.Mean(name="gradient_penalty")
-            if gradient_penalty is not None
+            if args.gradient_penalty is not None
             else None
         )
         self.d_optimizer = None
         self.g_optimizer = None
         self.built = True
+
+    def _add_counter(self, name: str) -> keras.Variable:
+        """A step counter: an int64 scalar saved with the model, counted once
+        per step under `tf.distribute` (the first replica's value)."""
+        return self.add_weight(
+            shape=(),
+            dtype="int64",
+            initializer="zeros",
+            trainable=False,
+            aggregation="only_first_replica",
+            name=name,
+        )
 
     def compile(
         self,

@@ -20,7 +20,8 @@ A recipe file
 2. defines a click command named **`main`**, decorated with `@click.command()`;
 3. takes the common options through `@common_options(...)` (below `@click.command()`),
    so that its function receives `steps`, `log_every`, `logdir`, `seed` and `resume`
-   keyword arguments, plus any options of its own;
+   keyword arguments (less those it leaves out: `common_options(steps=None)`), plus
+   any options of its own;
 4. ends with `if __name__ == "__main__": main()`;
 5. imports only kerasteps's public API (and keras, tensorflow, numpy, click, ...);
    heavy imports may go inside `main` so that `--help` stays fast.
@@ -74,6 +75,14 @@ model.save(os.path.join(run.folder, "model.keras"))
 print_log_hint(run.folder)
 ```
 
+The rest of the kit serves recipes that train several models in one run, or time
+their training (`batch_vs_sgd`): `begin_run` opens the run and refuses a `--resume`
+with other settings (`LOGDIR/run-N/run.json`); `resume_from_checkpoint` restores one
+model and says from where; `ProvideEvery` hands a recipe's own measurement to the
+sinks; `TrainingClock` sums the time inside `fit`'s training calls, after `warm_up`
+compiled them; `exit_if_interrupted` ends a run that SIGTERM or Ctrl-C stopped with
+the status a signalled process has.
+
 Where recipes are found
 -----------------------
 
@@ -91,8 +100,9 @@ import numbers
 import os
 import re
 import shlex
-from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+import signal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -100,29 +110,40 @@ from kerasteps import _startup
 from kerasteps._paths import creatable_problem
 from kerasteps._validate import check_int
 
+if TYPE_CHECKING:  # imported with Keras on first use, by `__getattr__` below
+    from kerasteps._recipe_callbacks import ProvideEvery, TrainingClock
+
 __all__ = [
+    "ProvideEvery",
     "Run",
     "RunFolder",
+    "TrainingClock",
+    "begin_run",
     "common_options",
+    "exit_if_interrupted",
     "log_to_console",
     "open_run",
-    "resume_run",
     "print_log_hint",
+    "resume_from_checkpoint",
+    "resume_run",
     "start_run",
+    "warm_up",
 ]
 
 #: A run folder's name: `run-<N>`, N = 1, 2, ...
 _RUN_NAME = re.compile(r"run-([1-9][0-9]*)")
+#: The file in a run's folder that holds its settings (`begin_run`).
+SETTINGS_FILE = "run.json"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def common_options(
     *,
-    steps: int = 1000,
-    log_every: int = 100,
-    logdir: str = "logs",
-    seed: int = 0,
+    steps: int | None = 1000,
+    log_every: int | None = 100,
+    logdir: str | None = "logs",
+    seed: int | None = 0,
 ) -> Callable[[F], F]:
     """Adds the options every recipe takes, with per-recipe defaults.
 
@@ -132,6 +153,10 @@ def common_options(
     listed in that order before the recipe's own options in `--help`, followed by
     `--verbose`. `logdir` is the folder of the recipe's runs: `start_run` (or
     `open_run`) picks the run's own folder `LOGDIR/run-N` in it.
+
+    A default of `None` leaves that option out, and the function does not receive
+    it: `steps=None` for a recipe that trains for a number of epochs, so that its
+    help lists no `--steps` that would do nothing.
 
     Before the function runs, TensorFlow and Keras are imported with
     `kerasteps.quiet_startup()`, so TensorFlow's start-up log lines do not show;
@@ -163,77 +188,71 @@ def common_options(
     ...     click.echo(f"{steps} {log_every} {logdir} {seed} {resume}")
     >>> CliRunner().invoke(main, ["--steps", "40", "--resume"]).output
     '40 5 logs/demo 0 True\\n'
+    >>> @click.command()
+    ... @common_options(steps=None, logdir="logs/epochs")
+    ... def by_epochs(log_every, logdir, seed, resume):
+    ...     click.echo(f"{log_every} {logdir}")
+    >>> CliRunner().invoke(by_epochs, []).output
+    '100 logs/epochs\\n'
+    >>> "--steps" in CliRunner().invoke(by_epochs, ["--help"]).output
+    False
     """
-    steps = check_int("steps", steps)
-    log_every = check_int("log_every", log_every)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"`seed` must be an int, received {seed!r}.")
-    if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
-        raise ValueError(f"`logdir` must be a non-empty path, received {logdir!r}.")
+    defaults = {"steps": steps, "log_every": log_every, "logdir": logdir, "seed": seed}
     options = [
         click.option(
-            "--steps",
-            type=click.IntRange(min=1),
-            default=steps,
+            "--" + name.replace("_", "-"),
+            default=_checked_default(name, default),
             show_default=True,
-            help="Train until the global step reaches STEPS (a resumed run "
-            "continues up to it).",
-        ),
-        click.option(
-            "--log-every",
-            type=click.IntRange(min=1),
-            default=log_every,
-            show_default=True,
-            help="Log every N global steps.",
-        ),
-        click.option(
-            "--logdir",
-            type=click.Path(file_okay=False, dir_okay=True),
-            default=str(logdir),
-            show_default=True,
-            callback=_check_logdir,
-            help="Directory for event files, logs and checkpoints.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=int(seed),
-            show_default=True,
-            help="Random seed (keras.utils.set_random_seed).",
-        ),
-        click.option(
-            "--resume",
-            is_flag=True,
-            default=False,
-            help="Continue the latest run in LOGDIR (LOGDIR/run-N) from its latest "
-            "checkpoint, instead of starting a new run at step 0.",
-        ),
+            **_COMMON_OPTIONS[name],
+        )
+        for name, default in defaults.items()
+        if default is not None
+    ]
+    options.append(click.option("--resume", is_flag=True, help=_RESUME_HELP))
+    options.append(
         click.option(
             "--verbose",
             is_flag=True,
-            default=False,
             expose_value=False,
             is_eager=True,
             callback=_set_verbose,
-            help="Show TensorFlow's start-up log lines (or set "
-            f"{_startup.VERBOSE_ENV}=1).",
-        ),
-    ]
+            help=f"Show TensorFlow's start-up log lines (or set {_startup.VERBOSE_ENV}"
+            "=1).",
+        )
+    )
 
     def decorator(function: F) -> F:
         # click lists options in the order their decorators are written, i.e. the
         # reverse of the order they are applied.
         for option in reversed(options):
             function = option(function)
-
-        @functools.wraps(function)
-        def quietly(*args: Any, **kwargs: Any) -> Any:
-            _startup.quiet_startup()
-            return function(*args, **kwargs)
-
-        return quietly  # type: ignore[return-value]
+        return _after_quiet_startup(function)
 
     return decorator
+
+
+def _checked_default(name: str, value: Any) -> Any:
+    """A common option's default, checked; the type `--help` shows it as."""
+    if name in ("steps", "log_every"):
+        return check_int(name, value)
+    if name == "seed":
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"`seed` must be an int, received {value!r}.")
+        return int(value)
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ValueError(f"`logdir` must be a non-empty path, received {value!r}.")
+    return str(value)
+
+
+def _after_quiet_startup(function: F) -> F:
+    """`function`, called after `kerasteps.quiet_startup()`."""
+
+    @functools.wraps(function)
+    def quietly(*args: Any, **kwargs: Any) -> Any:
+        _startup.quiet_startup()
+        return function(*args, **kwargs)
+
+    return quietly  # type: ignore[return-value]
 
 
 def _set_verbose(
@@ -254,6 +273,27 @@ def _check_logdir(
     if problem:
         raise click.BadParameter(problem)
     return value
+
+
+#: The common options with a default (see `common_options`): their click settings.
+_COMMON_OPTIONS: dict[str, dict[str, Any]] = {
+    "steps": {
+        "type": click.IntRange(min=1),
+        "help": "Train until the global step reaches STEPS (a resumed run continues "
+        "up to it).",
+    },
+    "log_every": {"type": click.IntRange(min=1), "help": "Log every N global steps."},
+    "logdir": {
+        "type": click.Path(file_okay=False, dir_okay=True),
+        "callback": _check_logdir,
+        "help": "Directory for event files, logs and checkpoints.",
+    },
+    "seed": {"type": int, "help": "Random seed (keras.utils.set_random_seed)."},
+}
+_RESUME_HELP = (
+    "Continue the latest run in LOGDIR (LOGDIR/run-N) from its latest checkpoint, "
+    "instead of starting a new run at step 0."
+)
 
 
 def print_log_hint(logdir: str | os.PathLike) -> None:
@@ -405,11 +445,84 @@ def open_run(logdir: str | os.PathLike, resume: bool) -> RunFolder:
         return RunFolder(path, number, False)
 
 
+def begin_run(
+    logdir: str | os.PathLike,
+    resume: bool,
+    settings: Mapping[str, Any] | None = None,
+) -> RunFolder:
+    """Opens the run's folder, keeps its settings, and says when it is a new run.
+
+    `open_run` picks the folder; a new run prints `New run: LOGDIR/run-N`.
+    `settings`, the options a resumed run must not change (the data, a learning
+    rate, a seed), are saved in the run's `run.json`; a `--resume` whose settings
+    differ from the saved ones is refused with a `click.UsageError` naming each
+    change (`n_fft: 16 -> 32`), before anything is written or trained. Call it
+    after every option is checked.
+
+    Args:
+        logdir: The recipe's `--logdir` (see `open_run`).
+        resume: Continue the latest run (`--resume`).
+        settings: Optional JSON-serialisable `{name: value}`, saved in order.
+
+    Returns:
+        The `RunFolder`.
+
+    Raises:
+        click.UsageError: a `--resume` with other settings, or a `logdir` that is
+            an earlier run's `run-N` folder without `--resume` (`open_run`).
+
+    Example:
+
+    >>> import tempfile, click
+    >>> from kerasteps.recipe import begin_run
+    >>> logdir = tempfile.mkdtemp()
+    >>> run = begin_run(logdir, False, {"lr": 0.3})  # doctest: +ELLIPSIS
+    New run: .../run-1
+    >>> begin_run(logdir, True, {"lr": 0.3}).number
+    1
+    >>> try:
+    ...     begin_run(logdir, True, {"lr": 0.1})
+    ... except click.UsageError as error:
+    ...     print(error.message)  # doctest: +ELLIPSIS
+    --resume needs the settings of the run in .../run-1, but lr: 0.3 -> 0.1.
+    """
+    folder = open_run(logdir, resume)
+    if settings is not None:
+        _save_settings(folder, settings)
+    if not folder.resumed:
+        click.echo(f"New run: {folder.path}")
+    return folder
+
+
+def _save_settings(folder: RunFolder, settings: Mapping[str, Any]) -> None:
+    """Writes `run.json`, after checking a resumed run's saved settings."""
+    import json
+
+    from kerasteps import _atomic
+
+    path = os.path.join(folder.path, SETTINGS_FILE)
+    if folder.resumed and os.path.exists(path):
+        with open(path) as handle:
+            saved = json.load(handle)
+        changed = [
+            f"{name}: {saved.get(name)!r} -> {value!r}"
+            for name, value in settings.items()
+            if saved.get(name) != value
+        ]
+        if changed:
+            raise click.UsageError(
+                f"--resume needs the settings of the run in {folder.path}, but "
+                f"{', '.join(changed)}."
+            )
+    _atomic.write_text(path, json.dumps(dict(settings)))
+
+
 def start_run(
     model: Any,
     logdir: str | os.PathLike,
     steps: int,
     resume: bool,
+    settings: Mapping[str, Any] | None = None,
 ) -> Run:
     """Opens the run's folder, restores it when resuming, and plans it to `steps`.
 
@@ -424,6 +537,7 @@ def start_run(
         logdir: The recipe's `--logdir` (see `open_run`).
         steps: The global step to train to (`--steps`).
         resume: Continue the latest run from its newest checkpoint (`--resume`).
+        settings: Optional settings a `--resume` must keep (see `begin_run`).
 
     Returns:
         A `Run`: its folder, the step training starts from, and the `StopAtStep`
@@ -442,9 +556,7 @@ def start_run(
     >>> run.start, run.stop.max_steps
     (0, 100)
     """
-    folder = open_run(logdir, resume)
-    if not folder.resumed:
-        click.echo(f"New run: {folder.path}")
+    folder = begin_run(logdir, resume, settings)
     start, stop = resume_run(model, folder.path, steps, folder.resumed)
     return Run(folder.path, start, stop)
 
@@ -489,18 +601,10 @@ def resume_run(
     >>> start, stop.max_steps
     (0, 100)
     """
-    from kerasteps.callbacks import StepCheckpoint, StopAtStep
+    from kerasteps.callbacks import StopAtStep
 
-    start = 0
-    if resume:
-        checkpoints = os.path.join(logdir, "checkpoints")
-        restored = StepCheckpoint.restore_latest(model, checkpoints)
-        if restored is None:
-            click.echo(f"No checkpoint in {checkpoints} yet: starting at step 0.")
-        else:
-            start = restored
-            path = os.path.join(checkpoints, f"ckpt-{start}")
-            click.echo(f"Resumed from step {start} (checkpoint {path})")
+    checkpoints = os.path.join(logdir, "checkpoints")
+    start = resume_from_checkpoint(model, checkpoints) if resume else 0
     stop = StopAtStep(steps)
     if stop.remaining(model) == 0:
         short = step_name.split()[-1]  # "global step" -> "step"
@@ -510,8 +614,134 @@ def resume_run(
     return start, stop
 
 
+def resume_from_checkpoint(
+    model: Any, checkpoints: str | os.PathLike, label: str | None = None
+) -> int:
+    """Restores the newest checkpoint of a directory into `model`, and says so.
+
+    It prints `Resumed from step N (checkpoint PATH)`, or `No checkpoint in
+    DIRECTORY yet: starting at step 0.`; with a `label` (one of several models of
+    a run), the line starts with it: `sgd: resumed from step N (...)`.
+
+    Args:
+        model: The compiled model, in its initial state.
+        checkpoints: A `StepCheckpoint` directory (it may not exist yet).
+        label: Optional name to start the line with.
+
+    Returns:
+        The global step restored, 0 when there is no checkpoint.
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> from kerasteps.recipe import resume_from_checkpoint
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> resume_from_checkpoint(model, tempfile.mkdtemp(), label="sgd")
+    ... # doctest: +ELLIPSIS
+    sgd: no checkpoint in ... yet: starting at step 0.
+    0
+    """
+    from kerasteps.callbacks import StepCheckpoint
+
+    restored = StepCheckpoint.restore_latest(model, checkpoints)
+    if restored is None:
+        line = f"No checkpoint in {checkpoints} yet: starting at step 0."
+    else:
+        path = os.path.join(checkpoints, f"ckpt-{restored}")
+        line = f"Resumed from step {restored} (checkpoint {path})"
+    click.echo(f"{label}: {line[0].lower()}{line[1:]}" if label else line)
+    return restored or 0
+
+
+def warm_up(model: Any, data: Any, steps: int) -> None:
+    """Traces and compiles the model's training call, then undoes its updates.
+
+    Runs `fit` on `data` for `steps` steps (one compiled call: give the model's
+    `steps_per_execution`), then puts back every variable of the model and of
+    its optimizer, the global step too, as they were. A clock started after it
+    (`TrainingClock`) counts no tracing or compiling: later `fit()` calls reuse
+    the compiled call. The model must be built and compiled.
+
+    Args:
+        model: The compiled, built model (restored from a checkpoint or not).
+        data: What `fit` takes as `x`: a dataset of `(x, y)` batches, with at
+            least `steps` batches; give a fresh one to the real `fit()`.
+        steps: Positive int, the steps to run.
+
+    Example:
+
+    >>> import numpy as np, keras, tensorflow as tf
+    >>> from kerasteps.recipe import warm_up
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> before = model.get_weights()
+    >>> data = tf.data.Dataset.from_tensors((np.ones((4, 2)), np.ones((4, 1))))
+    >>> warm_up(model, data.repeat(), steps=3)
+    >>> int(model.optimizer.iterations), model.train_function is not None
+    (0, True)
+    >>> all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+    True
+    """
+    from kerasteps import _model_state
+
+    steps = check_int("steps", steps)
+    optimizer = model.optimizer
+    if not optimizer.built:
+        optimizer.build(model.trainable_variables)  # its slots are saved too
+    state = _model_state.Snapshot().take(model)
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
+    _model_state.restore_arrays(model, state)
+
+
+def exit_if_interrupted(checkpoint: Any, where: str = "") -> None:
+    """Exits as a signalled process would, when a signal stopped the run.
+
+    `StepCheckpoint` saves and stops training at a SIGTERM or Ctrl-C (its
+    `interrupted` is then True). Call this after the recipe has reported what it
+    trained: it prints `Interrupted [where] at step N; run again with --resume to
+    continue.` to stderr and exits with status 128 + the signal (143 for SIGTERM,
+    130 for Ctrl-C). Otherwise it does nothing.
+
+    Args:
+        checkpoint: The run's `StepCheckpoint`, or None (nothing was trained).
+        where: Optional words naming what was stopped, e.g. `"in mode sgd"`.
+
+    Raises:
+        SystemExit: with status 128 + the signal number, when interrupted.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kerasteps.callbacks import StepCheckpoint
+    >>> from kerasteps.recipe import exit_if_interrupted
+    >>> checkpoint = StepCheckpoint(tempfile.mkdtemp(), every=100)
+    >>> exit_if_interrupted(checkpoint)  # not interrupted: nothing happens
+    """
+    if checkpoint is None or not checkpoint.interrupted:
+        return
+    from kerasteps.steps import global_step
+
+    step = global_step(checkpoint.model)
+    words = f" {where}" if where else ""
+    click.echo(
+        f"Interrupted{words} at step {step}; run again with --resume to continue.",
+        err=True,
+    )
+    raise SystemExit(128 + int(checkpoint.signal_received or signal.SIGTERM))
+
+
+#: The kit's callbacks, imported (with Keras) on first use.
+_CALLBACKS = ("ProvideEvery", "TrainingClock")
+
+
 def __getattr__(name: str) -> Any:
-    # The launcher's recipe-file functions, importable from here as before.
+    # The kit's callbacks, and the launcher's recipe-file functions (importable
+    # from here as before).
+    if name in _CALLBACKS:
+        from kerasteps import _recipe_callbacks
+
+        return getattr(_recipe_callbacks, name)
     if name in ("find_recipes", "recipe_description", "load_recipe"):
         from kerasteps import _recipe_files
 

@@ -1,22 +1,34 @@
-"""Tests for the recipe kit `kerasteps.recipe`: run folders, resume lines, hints."""
+"""Tests for the recipe kit `kerasteps.recipe`: options, run folders and settings,
+resume lines, warm-up, the training clock, providers, exit status, hints."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 
 import click
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from click.testing import CliRunner
+from conftest import read_jsonl
 
-from kerasteps.callbacks import StepCheckpoint
+from kerasteps import events, global_step
+from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
 from kerasteps.recipe import (
+    ProvideEvery,
     RunFolder,
+    TrainingClock,
+    begin_run,
     common_options,
+    exit_if_interrupted,
     open_run,
     print_log_hint,
+    resume_from_checkpoint,
     start_run,
+    warm_up,
 )
 
 pytestmark = pytest.mark.neutral
@@ -125,3 +137,187 @@ def test_verbose_option_sets_the_environment(monkeypatch):
 
     assert CliRunner().invoke(main, []).output == "0\n"
     assert CliRunner().invoke(main, ["--verbose"]).output == "1\n"
+
+
+# -- common options ------------------------------------------------------------------
+def test_a_default_of_none_leaves_an_option_out():
+    @click.command()
+    @common_options(steps=None, log_every=7, logdir="logs/epochs")
+    def main(log_every, logdir, seed, resume):
+        click.echo(f"{log_every} {logdir} {seed} {resume}")
+
+    assert CliRunner().invoke(main, ["--seed", "3"]).output == "7 logs/epochs 3 False\n"
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    assert "--steps" not in help_text
+    for option in ("--log-every", "--logdir", "--seed", "--resume", "--verbose"):
+        assert f"  {option} " in help_text
+    result = CliRunner().invoke(main, ["--steps", "5"])
+    assert result.exit_code == 2 and "No such option '--steps'" in result.output
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"steps": 0}, ValueError, "`steps`"),
+        ({"log_every": 2.5}, TypeError, "`log_every`"),
+        ({"seed": True}, TypeError, "`seed` must be an int, received True"),
+        ({"logdir": ""}, ValueError, "`logdir` must be a non-empty path"),
+    ],
+)
+def test_common_option_defaults_are_checked(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        common_options(**kwargs)
+
+
+# -- a run's settings ----------------------------------------------------------------
+def test_begin_run_saves_the_settings_a_resume_must_keep(tmp_path, capsys):
+    settings = {"examples": 300, "lr": 0.3, "data": None}
+    run = begin_run(tmp_path, resume=False, settings=settings)
+    assert capsys.readouterr().out == f"New run: {tmp_path / 'run-1'}\n"
+    path = tmp_path / "run-1" / "run.json"
+    assert path.read_text() == '{"examples": 300, "lr": 0.3, "data": null}'
+    again = begin_run(tmp_path, resume=True, settings=settings)
+    assert again == RunFolder(run.path, 1, True)
+    assert capsys.readouterr().out == ""  # the resumed models say where from
+
+    with pytest.raises(click.UsageError) as refused:
+        begin_run(tmp_path, resume=True, settings={**settings, "lr": 0.1, "data": "a"})
+    assert refused.value.message == (
+        f"--resume needs the settings of the run in {run.path}, but "
+        "lr: 0.3 -> 0.1, data: None -> 'a'."
+    )
+    assert json.loads(path.read_text()) == settings  # untouched
+    assert sorted(os.listdir(tmp_path)) == ["run-1"]
+    # A new run has nothing to keep: another folder, its own settings.
+    other = begin_run(tmp_path, resume=False, settings={"lr": 0.1})
+    assert json.loads((tmp_path / "run-2" / "run.json").read_text()) == {"lr": 0.1}
+    assert other.number == 2
+
+
+def test_resume_from_checkpoint_names_the_model_it_restores(tmp_path, capsys):
+    model = tiny_model()
+    checkpoints = tmp_path / "sgd" / "checkpoints"
+    assert resume_from_checkpoint(model, checkpoints, label="sgd") == 0
+    assert capsys.readouterr().out == (
+        f"sgd: no checkpoint in {checkpoints} yet: starting at step 0.\n"
+    )
+    model.fit(
+        np.ones((8, 2)),
+        np.ones((8, 1)),
+        batch_size=2,
+        verbose=0,
+        callbacks=[StepCheckpoint(checkpoints, every=4)],
+    )
+    again = tiny_model()
+    assert resume_from_checkpoint(again, checkpoints, label="sgd") == 4
+    assert global_step(again) == 4
+    path = checkpoints / "ckpt-4"
+    assert capsys.readouterr().out == (
+        f"sgd: resumed from step 4 (checkpoint {path})\n"
+    )
+    assert resume_from_checkpoint(tiny_model(), checkpoints) == 4
+    assert capsys.readouterr().out.startswith("Resumed from step 4 (")
+
+
+# -- warm-up, clock, providers ---------------------------------------------------------
+def regression_data() -> tf.data.Dataset:
+    x = np.linspace(-1, 1, 16, dtype="float32").reshape(8, 2)
+    y = x.sum(axis=1, keepdims=True) * 0.5
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(2).repeat()
+
+
+def adam_model() -> keras.Model:
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.1), "mse", steps_per_execution=2)
+    return model
+
+
+def fit_4_steps(model: keras.Model) -> None:
+    model.fit(regression_data(), steps_per_epoch=4, verbose=0, shuffle=False)
+
+
+def test_warm_up_compiles_and_leaves_no_trace_in_training():
+    straight = adam_model()
+    fit_4_steps(straight)
+    warmed = adam_model()
+    before = [np.array(w) for w in warmed.get_weights()]
+    warm_up(warmed, regression_data(), steps=2)
+    assert warmed.train_function is not None
+    assert int(warmed.optimizer.iterations) == 0
+    assert all(
+        np.array_equal(a, b) for a, b in zip(warmed.get_weights(), before, strict=True)
+    )
+    # Adam's moments were put back too: the same updates as without a warm-up.
+    fit_4_steps(warmed)
+    for a, b in zip(warmed.get_weights(), straight.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert int(warmed.optimizer.iterations) == 4
+    with pytest.raises(ValueError, match="`steps`"):
+        warm_up(warmed, regression_data(), steps=0)
+
+
+def test_a_provided_clock_is_logged_and_resumed_from(tmp_path):
+    model = tiny_model()
+    clock = TrainingClock()
+    every = 2
+    provider = ProvideEvery(every, lambda model: {"train_seconds": clock.seconds})
+    model.fit(
+        np.ones((12, 2)),
+        np.ones((12, 1)),
+        batch_size=2,
+        verbose=0,
+        callbacks=[
+            clock,
+            StepTensorBoard(tmp_path, every=every),
+            JSONLinesLogger(tmp_path / "log.jsonl", every=every),
+            provider,  # listed after the sinks, it still provides first
+        ],
+    )
+    logged = events.read_scalars(tmp_path)["train"]["train_seconds"]
+    assert [step for step, _ in logged] == [2, 4, 6]
+    seconds = [value for _, value in logged]
+    assert 0 < seconds[0] < seconds[1] < seconds[2]
+    assert seconds[2] == pytest.approx(clock.seconds)  # float32 in the event file
+    lines = read_jsonl(tmp_path / "log.jsonl")
+    assert [line["train_seconds"] for line in lines] == pytest.approx(seconds)
+    assert provider.last_values == {"train_seconds": pytest.approx(seconds[2])}
+    # A run resumed from step 4 (or 5) counts on from the time logged at step 4.
+    assert TrainingClock.resume(tmp_path, 4).seconds == pytest.approx(seconds[1])
+    assert TrainingClock.resume(tmp_path, 5).seconds == pytest.approx(seconds[1])
+    assert TrainingClock.resume(tmp_path, 1).seconds == 0.0
+    assert TrainingClock.resume(tmp_path / "none", 4).seconds == 0.0
+
+
+def test_provide_every_needs_a_callable():
+    with pytest.raises(TypeError, match="`values` must be a callable"):
+        ProvideEvery(5, {"a": 1.0})
+
+
+# -- exit status -----------------------------------------------------------------------
+class SendSigterm(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_run_stopped_by_sigterm_exits_with_143(tmp_path, capsys):
+    exit_if_interrupted(None)  # nothing trained: nothing to do
+    checkpoint = StepCheckpoint(tmp_path, every=100)
+    model = tiny_model()
+    model.fit(
+        np.ones((40, 2)),
+        np.ones((40, 1)),
+        batch_size=2,
+        verbose=0,
+        callbacks=[SendSigterm(), checkpoint],
+    )
+    assert checkpoint.interrupted
+    step = global_step(model)
+    with pytest.raises(SystemExit) as stopped:
+        exit_if_interrupted(checkpoint, "in mode sgd")
+    assert stopped.value.code == 143
+    assert capsys.readouterr().err == (
+        f"Interrupted in mode sgd at step {step}; run again with --resume to "
+        "continue.\n"
+    )

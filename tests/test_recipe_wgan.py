@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import read_jsonl, read_scalar_steps
@@ -57,6 +58,60 @@ def test_help_lists_the_common_options(name):
     assert result.exit_code == 0, result.output
     for option in COMMON_OPTIONS:
         assert f"  {option} " in result.output
+
+
+def test_help_imports_neither_keras_nor_numpy():
+    """`kerasteps run NAME -h` stays fast: the recipe files import heavy modules
+    inside their functions, so loading one for its help imports none of them."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from kerasteps.cli import main\n"
+        "for name in ('wgan', 'global_step'):\n"
+        "    assert CliRunner().invoke(main, ['run', name, '-h']).exit_code == 0\n"
+        "heavy = ('keras', 'tensorflow', 'numpy', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip() == "[]"
+
+
+def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
+    from kerasteps.recipes import wgan
+
+    points, images = np.zeros((10, 2)), np.zeros((10, 28, 28, 1))
+
+    def chosen(data, x, variant="gp", batch_size=None, penalty=None, lr=None):
+        s = wgan.choose_settings(data, x, variant, batch_size, penalty, lr)
+        return (
+            s.latent_dim,
+            s.widths,
+            s.batch_size,
+            s.gradient_penalty,
+            s.clip_value,
+            s.learning_rate,
+            s.final_learning_rate,
+        )
+
+    assert chosen("ring", points) == (2, (64, 64, 64), 128, 1.0, None, 2e-3, 1e-5)
+    assert chosen("grid", points) == (2, (128,) * 3, 128, 1.0, None, 2e-3, 1e-5)
+    assert chosen("my.npy", points) == chosen("ring", points)
+    assert chosen("images", images) == (64, (), 64, 10.0, None, 2e-4, None)
+    # --lr replaces the decaying rate by a constant one.
+    assert chosen("ring", points, lr=1e-3)[5:] == (1e-3, None)
+    assert chosen("ring", points, batch_size=32, penalty=10.0)[2:4] == (32, 10.0)
+    # Clipping: no penalty, clip 0.01, RMSprop's constant 5e-5 unless --lr.
+    assert chosen("ring", points, "clip")[3:] == (None, 0.01, 5e-5, None)
+    assert chosen("images", images, "clip", lr=2e-3)[2:] == (
+        64,
+        None,
+        0.01,
+        2e-3,
+        None,
+    )
 
 
 def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):

@@ -30,6 +30,11 @@ from kerasteps.formatting import format_value
 
 REPO = Path(__file__).resolve().parent.parent
 COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
+# batch_vs_sgd trains for --epochs epochs: its help lists no --steps.
+OPTIONS = {
+    "image_classifier": COMMON_OPTIONS,
+    "batch_vs_sgd": COMMON_OPTIONS[1:],
+}
 MODES = ("full_batch", "minibatch_128", "minibatch_32", "sgd")
 # A classifier small enough for a CPU test: 16x16 images, two tiny conv blocks.
 TINY_CLASSIFIER = (
@@ -59,8 +64,9 @@ def test_help_lists_the_common_options(name):
     result = CliRunner().invoke(main, ["run", name, "--help"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"Usage: kerasteps run {name} [OPTIONS]")
-    for option in COMMON_OPTIONS:
+    for option in OPTIONS[name]:
         assert f"  {option} " in result.output
+    assert ("  --steps " in result.output) == (name != "batch_vs_sgd")
     own = {"image_classifier": "--data DIRECTORY", "batch_vs_sgd": "--epochs"}[name]
     assert own in result.output
 
@@ -75,7 +81,7 @@ def test_recipe_runs_as_a_script(name):
     )
     assert process.returncode == 0, process.stderr
     assert process.stdout.startswith(f"Usage: {name}.py [OPTIONS]")
-    for option in COMMON_OPTIONS:
+    for option in OPTIONS[name]:
         assert f"  {option} " in process.stdout
 
 
@@ -139,6 +145,24 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(records[0])
     # The final step is checkpointed (Every(N, last=True)).
     assert StepCheckpoint.latest(folder / "checkpoints").step == 10
+
+
+def test_image_classifier_help_imports_neither_keras_nor_numpy():
+    """`kerasteps run image_classifier -h` loads the recipe without heavy imports."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from kerasteps.cli import main\n"
+        "result = CliRunner().invoke(main, ['run', 'image_classifier', '-h'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "heavy = ('keras', 'tensorflow', 'numpy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip() == "[]"
 
 
 def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):

@@ -1,52 +1,117 @@
 """Train and validate a conv image classifier: loss and top-1 accuracy every N steps.
 
-The TensorFlow 1 training-and-validation loop of the seed tutorial, with Keras 3 and
-kerasteps: `tf.nn.sparse_softmax_cross_entropy_with_logits` averaged over the batch
-becomes `SparseCategoricalCrossentropy(from_logits=True)`, `AdamOptimizer` with a
-`global_step` becomes `Adam` (the global step is `optimizer.iterations`),
-`tf.nn.in_top_k(logits, labels, 1)` becomes `SparseCategoricalAccuracy`, and the
-`tf.summary.scalar` calls for loss and accuracy become kerasteps callbacks:
+The question
+------------
 
-    StepTensorBoard  train `loss` and `accuracy` every --log-every global steps, in
-                     the run LOGDIR/train; validation `loss` and `accuracy` at the
-                     same steps N, 2N, 3N, ... in the run LOGDIR/validation (the same
-                     tags, so TensorBoard draws train and validation in one chart)
+The seed tutorial trains an image classifier in TensorFlow 1 and watches it learn:
+the loss is `tf.nn.sparse_softmax_cross_entropy_with_logits` averaged over the batch,
+the optimizer `AdamOptimizer` with a `global_step` variable, the accuracy
+`tf.nn.in_top_k(logits, labels, 1)` (how many images of the batch are classified
+right), and `tf.summary.scalar` writes both, so that one can check that the accuracy
+rises steadily and the loss falls, on the training set and on a validation set. How
+does that loop read in Keras 3, with train and validation curves at the same steps?
+
+The same loop in Keras 3
+------------------------
+
+    TF1                                          Keras 3 and kerasteps
+    sparse_softmax_cross_entropy_with_logits     SparseCategoricalCrossentropy(
+      + reduce_mean                                from_logits=True)
+    AdamOptimizer(lr) + global_step variable     Adam(lr); the global step is
+                                                   optimizer.iterations
+    in_top_k(logits, labels, 1) + reduce_mean    SparseCategoricalAccuracy
+    tf.summary.scalar for loss and accuracy      kerasteps callbacks, every N steps
+
+The callbacks, every --log-every global steps N:
+
+    StepTensorBoard  train `loss` and `accuracy` in the TensorBoard run `train`;
+                     validation `loss` and `accuracy` at the same steps N, 2N,
+                     3N, ... in the run `validation` (the same tags, so TensorBoard
+                     draws train and validation in one chart)
     ValidateEvery    evaluates the validation set at those steps, mid-epoch,
                      without disturbing the training metrics
     LogEvery         one line per N steps: `loss=... accuracy=... val_loss=...
                      val_accuracy=... at step N`
-    JSONLinesLogger  the same values in LOGDIR/log.jsonl
-    StepCheckpoint   a checkpoint every N steps and at the end (LOGDIR/checkpoints);
-                     --resume continues from the latest one
+    JSONLinesLogger  the same values in LOGDIR/run-N/log.jsonl
+    StepCheckpoint   a checkpoint every N steps and at the end; --resume continues
+                     from the latest one
     Throughput       steps/s and examples/s
 
-The model is `kerasteps.models.build_image_classifier` with one logit per class.
-The train `loss` and `accuracy` at a logged step are means over the --log-every
-steps before it (one Keras epoch is --log-every steps; a run resumed from a step that
-is not a multiple of it, after SIGTERM or a --steps that is not, has its epochs
-shifted, so its points average fewer steps); validation values are over the whole
-validation set, computed at that step.
-
-Data: by default generated images, no download: two classes of noisy --image-size
-pixel RGB images, class 0 with horizontal stripes and class 1 with vertical stripes
-(random period, phase and colours), learnt within a few hundred steps on a CPU.
---examples images are generated and --validation-split of them held out. With
---data DIR, images are read from a directory with one sub-folder per class
-(`keras.utils.image_dataset_from_directory`, resized to --image-size, the same
---validation-split with --seed).
+The file reads top to bottom: the data, the model, training with those callbacks,
+and what a run leaves to look at; `main`, at the bottom, puts them together. Run it
+with `kerasteps run image_classifier` (`-h` lists the options).
 """
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
+import kerasteps
+from kerasteps import Every
 from kerasteps.recipe import (
+    Run,
     common_options,
     log_to_console,
     print_log_hint,
     start_run,
 )
 
+if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
+    import keras
+    import numpy as np
+    import tensorflow as tf
 
-def make_images(examples, size, seed):
+
+# ======================================================================================
+# The data
+#
+# By default the images are generated, so nothing is downloaded: two classes of
+# noisy --image-size pixel RGB images, class 0 with horizontal stripes and class 1
+# with vertical stripes (random period, phase and colours), which a small network
+# learns within a few hundred steps on a CPU. --examples images are generated and
+# --validation-split of them held out.
+#
+# With --data DIR the images are read from a directory with one sub-folder per class
+# (`keras.utils.image_dataset_from_directory`), resized to --image-size, with the
+# same --validation-split (split with --seed).
+#
+# Either way the training set is a `tf.data.Dataset` of shuffled batches, and the
+# validation set is what `ValidateEvery` evaluates: arrays, or a dataset of batches.
+
+#: The classes of the generated images, by label.
+STRIPES = ["horizontal", "vertical"]
+
+
+def load_data(
+    data: str | None,
+    image_size: int,
+    examples: int,
+    validation_split: float,
+    batch_size: int,
+    seed: int,
+) -> tuple[tf.data.Dataset, Any, list[str]]:
+    """Returns `(train, validation, class_names)`, and prints what was loaded."""
+    if data is None:
+        images, labels = make_images(examples, image_size, seed)
+        train, validation, source = split_images(
+            images, labels, validation_split, batch_size, seed
+        )
+        class_names = STRIPES
+    else:
+        train, validation = read_directory(
+            data, image_size, validation_split, batch_size, seed
+        )
+        class_names, source = list(train.class_names), f"images of {data}"
+    click.echo(f"Classes {class_names}; {source}.")
+    return train, validation, class_names
+
+
+def make_images(examples: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Returns `(images, labels)`: float32 RGB images in [0, 255], int32 labels.
 
     Class 0 has horizontal stripes, class 1 vertical stripes, each with a random
@@ -69,7 +134,175 @@ def make_images(examples, size, seed):
     return np.clip(images, 0.0, 255.0).astype("float32"), labels.astype("int32")
 
 
-def parse_filters(ctx, param, value):
+def split_images(
+    images: np.ndarray,
+    labels: np.ndarray,
+    validation_split: float,
+    batch_size: int,
+    seed: int,
+) -> tuple[tf.data.Dataset, tuple[np.ndarray, np.ndarray], str]:
+    """Holds out the first images for validation; batches the rest, shuffled.
+
+    Returns `(train, validation, source)`: the training batches, the validation
+    arrays, and how many images each holds.
+    """
+    import tensorflow as tf
+
+    examples = len(images)
+    held_out = max(1, round(examples * validation_split))
+    if examples - held_out < batch_size:
+        raise click.BadParameter(
+            f"{examples} images with a validation split of {validation_split} "
+            f"leave {examples - held_out} for training, fewer than one batch "
+            f"of {batch_size}.",
+            param_hint="'--examples'",
+        )
+    train = tf.data.Dataset.from_tensor_slices((images[held_out:], labels[held_out:]))
+    train = train.shuffle(examples - held_out, seed=seed)
+    train = train.batch(batch_size, drop_remainder=True)
+    validation = (images[:held_out], labels[:held_out])
+    source = f"{examples - held_out} generated training images, {held_out} validation"
+    return train, validation, source
+
+
+def read_directory(
+    data: str, image_size: int, validation_split: float, batch_size: int, seed: int
+) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+    """The training and validation batches of a folder of class sub-folders."""
+    import keras
+
+    try:
+        train, validation = keras.utils.image_dataset_from_directory(
+            data,
+            label_mode="int",
+            image_size=(image_size, image_size),
+            batch_size=batch_size,
+            seed=seed,
+            validation_split=validation_split,
+            subset="both",
+        )
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--data'") from None
+    if len(train.class_names) < 2:
+        raise click.BadParameter(
+            f"{data!r} must hold one sub-folder per class, at least two; found "
+            f"{list(train.class_names)}.",
+            param_hint="'--data'",
+        )
+    return train, validation
+
+
+# ======================================================================================
+# The model
+#
+# `kerasteps.models.build_image_classifier`: per entry of --filters a block of two
+# 3x3 convolutions and a 2x2 pooling, then global average pooling, a dense layer and
+# one logit per class. Logits, so the loss is the sparse softmax cross-entropy *on
+# logits* (`from_logits=True`), TF1's `sparse_softmax_cross_entropy_with_logits`
+# averaged over the batch. The accuracy is top-1: the class of the largest logit,
+# compared with the label (`in_top_k(logits, labels, 1)`). Adam counts its updates in
+# `optimizer.iterations`, the global step, saved with the model.
+
+
+def build_model(
+    image_size: int, num_classes: int, filters: tuple[int, ...], lr: float
+) -> keras.Model:
+    """The classifier, compiled with its loss, Adam and top-1 accuracy."""
+    import keras
+
+    from kerasteps.models import build_image_classifier
+
+    model = build_image_classifier(
+        (image_size, image_size, 3),
+        num_classes=num_classes,
+        filters=filters,
+        binary_single_logit=False,  # one logit per class: sparse softmax
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model
+
+
+# ======================================================================================
+# Training, validated every N steps
+#
+# One schedule, `Every(--log-every)`, fires at steps N, 2N, 3N, ...: there
+# `ValidateEvery` evaluates the validation set and `Throughput` measures the speed
+# (both providers: they act first), then `LogEvery`, `StepTensorBoard` and
+# `JSONLinesLogger` record the train and validation values together. The checkpoint
+# uses the same period and also fires on the last step (`last=True`), so --resume
+# continues from where the run stopped.
+#
+# One Keras epoch is one logging period (`steps_per_epoch=N`), so the train `loss`
+# and `accuracy` at a logged step are the means over the N steps before it. A run
+# resumed from a step that is not a multiple of N (after SIGTERM, or a --steps that
+# is not) has its epochs shifted, and its points then average fewer steps.
+# Validation values are over the whole validation set, computed at that step. The
+# run's own folder, LOGDIR/run-N, gets everything; `run.stop` (`StopAtStep`) ends the
+# run at --steps.
+
+
+def step_callbacks(
+    run: Run, log_every: int, validation: Any, batch_size: int
+) -> list[Any]:
+    """The kerasteps callbacks of the run: validation and recording every N steps."""
+    from kerasteps.callbacks import (
+        JSONLinesLogger,
+        LogEvery,
+        StepCheckpoint,
+        StepTensorBoard,
+        Throughput,
+        ValidateEvery,
+    )
+
+    every = Every(log_every)  # steps N, 2N, 3N, ...: train and validation together
+    return [
+        ValidateEvery(every, validation_data=validation, batch_size=batch_size),
+        Throughput(every, batch_size=batch_size),
+        LogEvery(every),
+        StepTensorBoard(run.folder, every=every),
+        JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
+        StepCheckpoint(
+            os.path.join(run.folder, "checkpoints"),
+            every=Every(log_every, last=True),
+        ),
+        run.stop,
+    ]
+
+
+def batches_from(train: tf.data.Dataset, start: int) -> tf.data.Dataset:
+    """The training batches, repeated, without those of the steps before `start`."""
+    from kerasteps.data import skip_consumed
+
+    return skip_consumed(train.repeat(), start)
+
+
+# ======================================================================================
+# What a run leaves to look at
+#
+# In LOGDIR/run-N: the event files of the TensorBoard runs `train` and `validation`
+# (`kerasteps board LOGDIR` draws the train and validation curves of each tag in one
+# chart, and every run side by side), `log.jsonl`, `checkpoints/` and the trained
+# classifier, `model.keras` (`kerasteps.load_model` or `keras.saving.load_model`).
+# The global step after training is the number of updates, one per batch.
+
+
+def save_model(model: keras.Model, run: Run) -> None:
+    """Saves `model.keras` in the run's folder and prints the global step."""
+    model.save(os.path.join(run.folder, "model.keras"))
+    click.echo(f"Global step after training: {kerasteps.global_step(model)}.")
+
+
+# ======================================================================================
+# The command: the sections above, in order
+
+
+def parse_filters(
+    ctx: click.Context, param: click.Parameter, value: str
+) -> tuple[int, ...]:
     """Click callback: `"16,32"` -> `(16, 32)`."""
     try:
         filters = tuple(int(part) for part in value.split(","))
@@ -150,121 +383,36 @@ def main(
     """Train and validate a conv image classifier: loss and accuracy every N steps.
 
     Sparse softmax cross-entropy on logits, Adam, top-1 accuracy. Train and
-    validation loss and accuracy go to TensorBoard (runs LOGDIR/train and
-    LOGDIR/validation, tags `loss` and `accuracy`) at global steps N, 2N, 3N, ...
-    (N = --log-every), with a log line and a JSON line (LOGDIR/log.jsonl) each, and
-    a checkpoint (LOGDIR/checkpoints) that --resume continues from. The train values
+    validation loss and accuracy go to TensorBoard (runs RUN/train and
+    RUN/validation, tags `loss` and `accuracy`, RUN = LOGDIR/run-N) at global steps
+    N, 2N, 3N, ... (N = --log-every), with a log line and a JSON line
+    (RUN/log.jsonl) each, and a checkpoint (RUN/checkpoints) that --resume
+    continues from. The train values
     are means over the N steps before each point. Data: generated stripe images
     (class 0 horizontal, class 1 vertical), or --data DIR with one sub-folder of
     images per class.
     """
-    import logging
-    import math
-    import os
-
     import keras
-    import tensorflow as tf
-
-    import kerasteps
-    from kerasteps import Every
-    from kerasteps.callbacks import (
-        JSONLinesLogger,
-        LogEvery,
-        StepCheckpoint,
-        StepTensorBoard,
-        Throughput,
-        ValidateEvery,
-    )
-    from kerasteps.data import skip_consumed
-    from kerasteps.models import build_image_classifier
 
     log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
-
-    if data is None:
-        images, labels = make_images(examples, image_size, seed)
-        held_out = max(1, round(examples * validation_split))
-        if examples - held_out < batch_size:
-            raise click.BadParameter(
-                f"{examples} images with a validation split of {validation_split} "
-                f"leave {examples - held_out} for training, fewer than one batch "
-                f"of {batch_size}.",
-                param_hint="'--examples'",
-            )
-        train = tf.data.Dataset.from_tensor_slices(
-            (images[held_out:], labels[held_out:])
-        )
-        train = train.shuffle(examples - held_out, seed=seed)
-        train = train.batch(batch_size, drop_remainder=True)
-        validation = (images[:held_out], labels[:held_out])
-        class_names = ["horizontal", "vertical"]
-        source = (
-            f"{examples - held_out} generated training images, {held_out} validation"
-        )
-    else:
-        try:
-            train, validation = keras.utils.image_dataset_from_directory(
-                data,
-                label_mode="int",
-                image_size=(image_size, image_size),
-                batch_size=batch_size,
-                seed=seed,
-                validation_split=validation_split,
-                subset="both",
-            )
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="'--data'") from None
-        class_names = list(train.class_names)
-        if len(class_names) < 2:
-            raise click.BadParameter(
-                f"{data!r} must hold one sub-folder per class, at least two; found "
-                f"{class_names}.",
-                param_hint="'--data'",
-            )
-        source = f"images of {data}"
-    click.echo(f"Classes {class_names}; {source}.")
-
-    model = build_image_classifier(
-        (image_size, image_size, 3),
-        num_classes=len(class_names),
-        filters=filters,
-        binary_single_logit=False,  # one logit per class: sparse softmax
+    train, validation, class_names = load_data(
+        data, image_size, examples, validation_split, batch_size, seed
     )
-    model.compile(
-        optimizer=keras.optimizers.Adam(lr),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
-
+    model = build_model(image_size, len(class_names), filters, lr)
     # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
     run = start_run(model, logdir, steps, resume)
     if run.stop is None:
         return
-
-    every = Every(log_every)  # steps N, 2N, 3N, ...: train and validation together
     model.fit(
-        skip_consumed(train.repeat(), run.start),
-        # One Keras epoch per logging period: the logged train values are the means
-        # over the steps since the previous point.
-        steps_per_epoch=log_every,
+        batches_from(train, run.start),
+        steps_per_epoch=log_every,  # one Keras epoch per logging period
         epochs=math.ceil((steps - run.start) / log_every),
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
-        callbacks=[
-            ValidateEvery(every, validation_data=validation, batch_size=batch_size),
-            Throughput(every, batch_size=batch_size),
-            LogEvery(every),
-            StepTensorBoard(run.folder, every=every),
-            JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
-            StepCheckpoint(
-                os.path.join(run.folder, "checkpoints"),
-                every=Every(log_every, last=True),
-            ),
-            run.stop,
-        ],
+        callbacks=step_callbacks(run, log_every, validation, batch_size),
     )
-    model.save(os.path.join(run.folder, "model.keras"))
-    click.echo(f"Global step after training: {kerasteps.global_step(model)}.")
+    save_model(model, run)
     print_log_hint(run.folder)
 
 

@@ -1,0 +1,148 @@
+"""The authoring kit's two callbacks, `TrainingClock` and `ProvideEvery` (private).
+
+They are importable from `kerasteps.recipe`, which imports this module (and with it
+Keras) only when one of them is first used, so that a recipe's `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import keras
+
+from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.schedule import Every
+
+__all__ = ["ProvideEvery", "TrainingClock"]
+
+
+class TrainingClock(keras.callbacks.Callback):
+    """Sums the wall time spent inside `fit`'s training calls.
+
+    Each call is timed from its train batch's begin to its end (with
+    `steps_per_execution=K`, one call runs K steps), so what happens between calls
+    (evaluating, logging, checkpointing) is not counted. List it first in
+    `callbacks`, so that a call's end is taken before the other callbacks act at
+    that batch end. Tracing and compiling happen inside the first call of a
+    `fit()`: run `kerasteps.recipe.warm_up` first to leave them out.
+
+    Args:
+        seconds: The time to count on from, default 0.0; a resumed run starts from
+            the time it had logged at its checkpoint (`TrainingClock.resume`).
+
+    Attributes:
+        seconds: The training time so far.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.recipe import TrainingClock
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> clock = TrainingClock()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[clock])
+    >>> clock.seconds > 0
+    True
+    """
+
+    def __init__(self, seconds: float = 0.0):
+        super().__init__()
+        self.seconds = float(seconds)
+        self._began: float | None = None
+
+    @classmethod
+    def resume(
+        cls, log_dir: str | os.PathLike, step: int, tag: str = "train_seconds"
+    ) -> TrainingClock:
+        """A clock that continues from the time a run logged at `step`.
+
+        Reads the TensorBoard run `log_dir/train` (a `StepTensorBoard` log
+        directory): the last value of `tag` at or before `step` (a resumed run's
+        start step), or 0.0 when there is none.
+
+        Args:
+            log_dir: The `log_dir` of the run's `StepTensorBoard`.
+            step: The global step the run resumes from.
+            tag: The scalar the clock's time was logged as.
+
+        Returns:
+            A `TrainingClock` whose `seconds` is that value.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.recipe import TrainingClock
+        >>> TrainingClock.resume(tempfile.mkdtemp(), step=100).seconds
+        0.0
+        """
+        from kerasteps import events
+
+        train = os.path.join(log_dir, "train")
+        points = events.read_scalars(train).get(".", {}) if os.path.isdir(train) else {}
+        before = [value for at, value in points.get(tag, []) if at <= step]
+        return cls(before[-1] if before else 0.0)
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._began = time.perf_counter()
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self._began is not None:
+            self.seconds += time.perf_counter() - self._began
+            self._began = None
+
+
+class ProvideEvery(StepCallback):
+    """Adds the values of a function of the model to the sinks, every N steps.
+
+    A provider (`role = "provider"`): at each step of `every` it calls
+    `values(model)` and hands the result to every kerasteps sink at that step
+    (`StepTensorBoard` scalars, JSON lines, `LogEvery` lines), whatever order the
+    callbacks were listed in. A recipe's own measurement (an error on all the
+    data, a time) becomes a logged curve this way, with no callback class of its
+    own.
+
+    Args:
+        every: Positive int or `kerasteps.Every`, when `values` is called.
+        values: A callable `model -> {name: float}`.
+
+    Attributes:
+        last_values: The values of its latest step.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.recipe import ProvideEvery
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> bias = ProvideEvery(2, lambda model: {"bias": float(model.layers[0].bias[0])})
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[bias])
+    >>> list(bias.last_values)
+    ['bias']
+    """
+
+    role = "provider"
+    reads_values = False
+
+    def __init__(
+        self,
+        every: int | Every,
+        values: Callable[[keras.Model], Mapping[str, float]],
+    ):
+        super().__init__(Every.coerce(every, name="every"))
+        if not callable(values):
+            raise TypeError(
+                "`values` must be a callable model -> {name: float}, received "
+                f"{values!r}."
+            )
+        self.values = values
+        self.last_values: dict[str, Any] = {}
+
+    def on_step(self, event: StepEvent) -> dict[str, Any]:
+        self.last_values = dict(self.values(self.model))
+        return self.last_values

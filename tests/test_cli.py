@@ -1,9 +1,7 @@
-"""Tests for the `kerasteps` launcher (kerasteps.cli), recipes (kerasteps.recipe) and
-the event-file reader (kerasteps.events).
+"""Tests for the `kerasteps` launcher (kerasteps.cli): list, run, board, summary.
 
 Recipes come from tests/fixtures/recipes (the fixture `fixture_recipes` points the
-launcher's bundled folder there), so these tests do not depend on the real recipes.
-"""
+launcher's bundled folder there), so these tests do not depend on the real recipes."""
 
 from __future__ import annotations
 
@@ -21,76 +19,23 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import matplotlib.image
 import numpy as np
 import pytest
 import tensorflow as tf
 from click.testing import CliRunner
-from conftest import user_environment
-from tensorboard.compat.proto import summary_pb2
 
 import kerasteps
-from kerasteps import _plot, _recipe_files, events, recipe
+from kerasteps import _recipe_files, events, recipe
 from kerasteps.cli import best_mode, main
-
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE_RECIPES = Path(__file__).resolve().parent / "fixtures" / "recipes"
+from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scalars
 
 # Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].
-TRAIN_LOSS = [(10, 1.0), (20, 0.25), (30, 0.5)]
-TRAIN_ACCURACY = [(10, 0.5), (20, 0.875), (30, 0.75)]
-B_LOSS = [(5, 2.0), (15, 1.5)]
-B_ACCURACY = [(5, 0.625), (15, 0.5)]
-B_LEARNING_RATE = [(5, 0.125)]  # written as a TF1 `simple_value`
-
-
-def write_scalars(run_dir: Path, tags: dict[str, list[tuple[int, float]]]) -> None:
-    """Writes TF2 tensor scalars with tf.summary.scalar."""
-    writer = tf.summary.create_file_writer(str(run_dir))
-    with writer.as_default():
-        for tag, points in tags.items():
-            for step, value in points:
-                tf.summary.scalar(tag, value, step=step)
-    writer.close()
-
-
-def write_simple_values(run_dir: Path, tag: str, points) -> None:
-    """Writes TF1-style `simple_value` scalars."""
-    writer = tf.summary.create_file_writer(str(run_dir))
-    with writer.as_default():
-        for step, value in points:
-            proto = summary_pb2.Summary(
-                value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]
-            )
-            tf.summary.experimental.write_raw_pb(proto.SerializeToString(), step=step)
-    writer.close()
-
-
-@pytest.fixture(scope="module")
-def logdir(tmp_path_factory) -> Path:
-    """Two runs at different depths ("a/train", "b"), two tags each, plus one
-    simple_value tag and a histogram (not a scalar) in run "b"."""
-    root = tmp_path_factory.mktemp("logs")
-    write_scalars(
-        root / "a" / "train", {"loss": TRAIN_LOSS, "accuracy": TRAIN_ACCURACY}
-    )
-    write_scalars(root / "b", {"loss": B_LOSS, "accuracy": B_ACCURACY})
-    write_simple_values(root / "b", "learning_rate", B_LEARNING_RATE)
-    writer = tf.summary.create_file_writer(str(root / "b"))
-    with writer.as_default():
-        tf.summary.histogram("weights", [1.0, 2.0, 3.0], step=5)
-    writer.close()
-    return root
 
 
 @pytest.fixture
 def fixture_recipes(monkeypatch) -> Path:
     monkeypatch.setattr(_recipe_files, "BUNDLED", FIXTURE_RECIPES)
     return FIXTURE_RECIPES
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def free_port() -> int:
@@ -294,266 +239,6 @@ def test_console_script_usage_error_has_no_traceback(tmp_path):
     )
 
 
-# ------------------------------------------------------------------------ events
-def test_read_scalars_reads_both_encodings_at_any_depth(logdir):
-    scalars = events.read_scalars(logdir)
-    assert scalars == {
-        "a/train": {"accuracy": TRAIN_ACCURACY, "loss": TRAIN_LOSS},
-        "b": {
-            "accuracy": B_ACCURACY,
-            "learning_rate": B_LEARNING_RATE,
-            "loss": B_LOSS,
-        },
-    }
-    assert list(events.find_runs(logdir)) == ["a/train", "b"]
-    assert len(events.find_runs(logdir)["b"]) == 3  # three writers, three files
-    timed = events.read_scalars(logdir, wall_time=True)["b"]["loss"]
-    assert [point[:2] for point in timed] == B_LOSS
-    assert all(point[2] > 1e9 for point in timed)
-
-
-def test_read_scalars_keeps_write_order_and_duplicates(tmp_path):
-    write_scalars(tmp_path, {"loss": [(3, 3.0), (1, 1.0), (3, 4.0)]})
-    assert events.read_scalars(tmp_path) == {
-        ".": {"loss": [(1, 1.0), (3, 3.0), (3, 4.0)]}
-    }
-    assert events.read_scalars(tmp_path, sort=False) == {
-        ".": {"loss": [(3, 3.0), (1, 1.0), (3, 4.0)]}
-    }
-
-
-def test_read_scalars_errors(tmp_path):
-    assert events.read_scalars(tmp_path) == {}
-    with pytest.raises(FileNotFoundError, match="`logdir` does not exist"):
-        events.read_scalars(tmp_path / "missing")
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(NotADirectoryError, match="`logdir` must be a directory"):
-        events.read_scalars(tmp_path / "file")
-
-
-# -------------------------------------------------------------------------- plot
-def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
-    output = tmp_path / "out" / "curves.png"
-    result = invoke("plot", str(logdir), "-o", str(output))
-    assert result.exit_code == 0, result.output
-    # learning_rate has one point: not "constant", so it is drawn.
-    assert result.output == f"Wrote {output} (3 tags, 2 runs).\n"
-    image = matplotlib.image.imread(output)
-    assert image.shape[:2] == (720, 1200)  # 2 x 2 grid of 6 x 3.6 in at 100 dpi
-    assert float(np.std(image[..., :3])) > 0.01
-
-    only = tmp_path / "loss.png"
-    result = invoke("plot", str(logdir), "-o", str(only), "--tag", "loss")
-    assert result.exit_code == 0, result.output
-    assert result.output == f"Wrote {only} (1 tag, 2 runs).\n"
-    assert matplotlib.image.imread(only).shape[:2] == (360, 600)
-
-    result = invoke(
-        "plot", str(logdir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
-    )
-    assert "(1 tag, 1 run)." in result.output  # only run "b" has it
-
-
-@pytest.fixture(scope="module")
-def plain_runs(tmp_path_factory) -> Path:
-    """Two runs of a plain model under run-N folders, as the recipes write them:
-    y = x step counters, a constant learning rate, loss and accuracy."""
-    root = tmp_path_factory.mktemp("plain")
-    for run, steps in (("run-1/train", [10, 20, 30]), ("run-2/train", [10, 20])):
-        write_scalars(
-            root / run,
-            {
-                "loss": [(step, 1.0 / step) for step in steps],
-                "accuracy": [(step, step / 40) for step in steps],
-                "counters/step": [(step, float(step)) for step in steps],
-                "learning_rate": [(step, 0.125) for step in steps],
-            },
-        )
-    return root
-
-
-def test_plot_leaves_out_counters_and_constant_tags(plain_runs, tmp_path):
-    output = tmp_path / "curves.png"
-    result = invoke("plot", str(plain_runs), "-o", str(output))
-    assert result.exit_code == 0, result.output
-    assert result.output == (
-        f"Wrote {output} (2 tags, 2 runs).\n"
-        "Left out: learning_rate = 0.125 (constant); counters/step (step counter)."
-        " --all shows them.\n"
-    )
-    assert matplotlib.image.imread(output).shape[:2] == (360, 1200)  # 1 x 2
-
-    result = invoke("plot", str(plain_runs), "-o", str(output), "--all")
-    assert result.output == f"Wrote {output} (4 tags, 2 runs).\n"
-    assert matplotlib.image.imread(output).shape[:2] == (720, 1200)  # 2 x 2
-
-    # A tag named with --tag is always drawn, and nothing is said left out.
-    result = invoke(
-        "plot", str(plain_runs), "-o", str(output), "--tag", "counters/step"
-    )
-    assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
-
-    # The figure: panels in order, one line per run, one legend naming the runs.
-    scalars = events.read_scalars(plain_runs)
-    tags, left_out = _plot.choose_tags(scalars)
-    assert tags == ["loss", "accuracy"]
-    assert left_out == [
-        ("learning_rate", "constant"),
-        ("counters/step", "step counter"),
-    ]
-    figure = _plot.make_figure(scalars, tags)
-    assert [axes.get_title() for axes in figure.axes] == ["loss", "accuracy"]
-    loss_lines = figure.axes[0].get_lines()
-    assert [list(line.get_xdata()) for line in loss_lines] == [[10, 20, 30], [10, 20]]
-    assert [line.get_label() for line in loss_lines] == ["run-1/train", "run-2/train"]
-    (legend,) = figure.legends
-    assert [text.get_text() for text in legend.get_texts()] == [
-        "run-1/train",
-        "run-2/train",
-    ]
-    assert _plot.choose_tags(scalars, show_all=True) == (
-        ["loss", "accuracy", "learning_rate", "counters/step"],
-        [],
-    )
-
-
-def test_plot_constant_rule():
-    flat = [(1, 0.5), (2, 0.5)]
-    # Constant in every run, even at different values: left out, without a value.
-    scalars = {
-        "a": {"loss": [(1, 1.0), (2, 0.5)], "lr": flat},
-        "b": {"lr": [(1, 0.1)] * 2},
-    }
-    tags, left_out = _plot.choose_tags(scalars)
-    assert (tags, left_out) == (["loss"], [("lr", "constant")])
-    assert _plot.left_out_line(left_out, scalars) == (
-        "Left out: lr (constant). --all shows it."
-    )
-    # Changes in one run: drawn. One point per run is not "constant". NaN or inf
-    # is never constant (the panel says so instead).
-    scalars = {
-        "a": {"lr": flat},
-        "b": {"lr": [(1, 0.1), (2, 0.2)]},
-        "c": {"x": [(1, 1.0)]},
-    }
-    assert _plot.choose_tags(scalars) == (["x", "lr"], [])
-    inf = float("inf")
-    assert _plot.choose_tags({"a": {"kl": [(1, inf), (2, inf)], "loss": flat}}) == (
-        ["kl"],
-        [("loss", "constant")],
-    )
-    # When everything would be left out, nothing is.
-    only_bookkeeping = {"a": {"counters/step": [(1, 1.0), (2, 2.0)], "lr": flat}}
-    assert _plot.choose_tags(only_bookkeeping) == (["lr", "counters/step"], [])
-
-
-def test_plot_tag_order():
-    # kerasteps's WGAN tags, Keras's TensorBoard names, and user metrics.
-    tags = [
-        "wasserstein", "steps_per_second", "learning_rate/g", "counters/g_step",
-        "reverse_kl", "gradient_penalty", "g_loss", "d_loss", "learning_rate/d",
-        "counters/d_step", "examples_per_second", "modes_captured",
-        "val_accuracy", "accuracy", "val_loss", "loss", "epoch_learning_rate",
-        "output_10_loss", "output_2_loss", "val_mae", "mae", "auc",
-    ]  # fmt: skip
-    assert _plot.order_tags(tags) == [
-        # loss first, then the other loss-like tags, val_x right after x
-        "loss", "val_loss", "d_loss", "g_loss", "gradient_penalty", "mae",
-        "val_mae", "output_2_loss", "output_10_loss",
-        # accuracy-like
-        "accuracy", "val_accuracy", "auc",
-        # the rest
-        "modes_captured", "reverse_kl", "wasserstein",
-        # learning rates, throughput, counters
-        "epoch_learning_rate", "learning_rate/d", "learning_rate/g",
-        "examples_per_second", "steps_per_second",
-        "counters/d_step", "counters/g_step",
-    ]  # fmt: skip
-
-
-def test_plot_xscale_rule(tmp_path):
-    def runs(*ends):
-        return {f"r{i}": {"loss": [(0, 1.0), (end, 0.5)]} for i, end in enumerate(ends)}
-
-    assert _plot.LOG_RATIO == 20
-    assert _plot.choose_xscale(runs(20, 400), ["loss"]) == "linear"  # 20x: linear
-    assert _plot.choose_xscale(runs(20, 401), ["loss"]) == "log"
-    assert _plot.choose_xscale(runs(0, 20), ["loss"]) == "linear"  # 0 counts as 1
-    assert _plot.choose_xscale(runs(0, 21), ["loss"]) == "log"
-    assert _plot.choose_xscale(runs(60000), ["loss"]) == "linear"  # one run
-    assert _plot.choose_xscale(runs(20, 60000), ["loss"], "linear") == "linear"
-    assert _plot.choose_xscale(runs(20, 40), ["loss"], "log") == "log"
-    with pytest.raises(ValueError, match="`xscale` must be one of auto, linear, log"):
-        _plot.choose_xscale(runs(20), ["loss"], "symlog")
-
-    # batch_vs_sgd's shape: full batch ends at step 20, SGD at 60000.
-    write_scalars(tmp_path / "full_batch" / "train", {"loss": [(0, 1.0), (20, 0.5)]})
-    write_scalars(
-        tmp_path / "sgd" / "train",
-        {"loss": [(0, 1.0)] + [(step, 0.1) for step in range(100, 60001, 100)]},
-    )
-    output = tmp_path / "bvs.png"
-    result = invoke("plot", str(tmp_path), "-o", str(output))
-    assert result.exit_code == 0, result.output
-    assert result.output == (
-        f"Wrote {output} (1 tag, 2 runs).\n"
-        "Log step axis: the runs end between step 20 and step 60000;"
-        " --xscale linear for a linear one.\n"
-    )
-    result = invoke("plot", str(tmp_path), "-o", str(output), "--xscale", "linear")
-    assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
-    scalars = events.read_scalars(tmp_path)
-    axes = _plot.make_figure(scalars, ["loss"], "log").axes[0]
-    assert axes.get_xscale() == "symlog"  # linear below 1, so that step 0 shows
-    assert axes.get_xlabel() == "global step (log)"
-    low, high = axes.get_xlim()
-    assert low <= 0 and high >= 60000
-    assert _plot.make_figure(scalars, ["loss"], "linear").axes[0].get_xscale() == (
-        "linear"
-    )
-
-
-def test_plot_notes_non_finite_values(tmp_path):
-    inf, nan = float("inf"), float("nan")
-    write_scalars(
-        tmp_path / "train",
-        {
-            "reverse_kl": [(step, inf) for step in range(20, 241, 20)],
-            "wasserstein": [(1, 0.5), (2, inf), (3, 0.25), (4, -inf), (5, 0.125)],
-            "g_loss": [(1, 1.0), (2, nan), (3, 0.5)],
-        },
-    )
-    output = tmp_path / "curves.png"
-    result = invoke("plot", str(tmp_path), "-o", str(output))
-    assert result.exit_code == 0, result.output
-    assert result.output == f"Wrote {output} (3 tags, 1 run).\n"
-    assert matplotlib.image.imread(output).shape[:2] == (720, 1200)
-
-    figure = _plot.make_figure(
-        events.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
-    )
-    g_loss, reverse_kl, wasserstein = figure.axes
-    # All inf: no line, a centred note, and the panel spans the steps written.
-    assert reverse_kl.get_lines() == []
-    (note,) = reverse_kl.texts
-    assert note.get_text() == "all 12 values are inf"
-    assert note.get_position() == (0.5, 0.5)
-    low, high = reverse_kl.get_xlim()
-    assert low <= 20 and high >= 240
-    # Some not finite: the finite points are drawn, the note counts the others.
-    (line,) = wasserstein.get_lines()
-    assert list(line.get_xdata()) == [1, 3, 5]
-    assert [t.get_text() for t in wasserstein.texts] == [
-        "2 of 5 values are not finite (not drawn)"
-    ]
-    assert [t.get_text() for t in g_loss.texts] == ["1 of 3 values is NaN (not drawn)"]
-    # With several runs the note names the run.
-    two = {"a": {"kl": [(1, inf)] * 2}, "b": {"kl": [(1, 1.0), (2, nan)]}}
-    assert [t.get_text() for t in _plot.make_figure(two, ["kl"]).axes[0].texts] == [
-        "a: all 2 values are inf\nb: 1 of 2 values is NaN (not drawn)"
-    ]
-
-
 def test_plot_and_summary_usage_errors(logdir, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -625,12 +310,11 @@ def test_summary_table(logdir):
 
 def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
     """A real WGAN fit and a real plain fit with validation, read back by the CLI."""
-    from conftest import tiny_model, tiny_wgan
-
     from kerasteps.callbacks import StepTensorBoard, Throughput, ValidateEvery
     from kerasteps.formatting import format_value
     from kerasteps.mixtures import ring_of_gaussians
     from kerasteps.models import WGAN
+    from tests.helpers import tiny_model, tiny_wgan
 
     x, _ = ring_of_gaussians(2 * 16 * 6, seed=0)
     gan = tiny_wgan()

@@ -1,12 +1,15 @@
-"""Tests for `kerasteps.data`: the GAN step's input pipeline (`gan_batches`)."""
+"""Tests for `kerasteps.data`: the GAN step's input pipeline (`gan_batches`) and
+`skip_consumed`."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from kerasteps.data import gan_batches, skip_consumed
 from kerasteps.models import WGAN
+from tests.helpers import fit_on_tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
@@ -51,3 +54,25 @@ def test_too_few_examples_and_bad_sizes_are_refused():
         gan_batches(np.zeros((9, 2), "float32"), 0)
     with pytest.raises(ValueError, match=r"rank >= 2"):
         gan_batches(np.zeros(9, "float32"), 2, n_critic=1)
+
+
+def test_skip_consumed_skips_the_batches_of_the_restored_steps():
+    batches = tf.data.Dataset.range(100).batch(10).repeat()
+    assert next(iter(skip_consumed(batches, 3)))[0] == 30
+    assert next(iter(skip_consumed(batches, 2, batches_per_step=2)))[0] == 40
+    model = tiny_model()
+    fit_on_tiny_data(model, 8, [])  # step 4
+    assert next(iter(skip_consumed(batches, model)))[0] == 40
+    assert skip_consumed(batches, 0) is batches
+
+
+def test_skip_consumed_bad_arguments():
+    finite = tf.data.Dataset.range(100).batch(10)
+    with pytest.raises(ValueError, match="`step`=10 skips 10 batches.*only 10"):
+        skip_consumed(finite, 10)
+    with pytest.raises(ValueError, match="`step`.*-1"):
+        skip_consumed(finite, -1)
+    with pytest.raises(ValueError, match="`batches_per_step`.*0"):
+        skip_consumed(finite, 1, batches_per_step=0)
+    with pytest.raises(TypeError, match="`dataset`.*ndarray"):
+        skip_consumed(np.ones(3), 1)

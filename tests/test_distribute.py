@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, read_scalar_steps
 
 from kerasteps.distribute import is_chief, task_of
+from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps
 
-SCRIPT = Path(__file__).parent / "scripts" / "distributed_train.py"
+SCRIPT = SCRIPTS / "distributed_train.py"
 TIMEOUT_S = 240
 
 

@@ -7,13 +7,9 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
-
-from conftest import user_environment
 
 from kerasteps._startup import is_noise
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT, user_environment
 
 
 def section(title: str) -> str:

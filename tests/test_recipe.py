@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from click.testing import CliRunner
-from conftest import read_jsonl
 
 from kerasteps import events, global_step
 from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
@@ -30,6 +29,7 @@ from kerasteps.recipe import (
     start_run,
     warm_up,
 )
+from tests.helpers import read_jsonl
 
 pytestmark = pytest.mark.neutral
 

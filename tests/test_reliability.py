@@ -11,14 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from click.testing import CliRunner
-from conftest import NanAtStep, tiny_data, tiny_model, tiny_wgan
 
 import kerasteps
 import kerasteps.cli
@@ -33,10 +31,10 @@ from kerasteps.callbacks import (
 )
 from kerasteps.checkpoint_store import NonFiniteStateError
 from kerasteps.data import skip_consumed
+from tests.helpers import ROOT, NanAtStep, tiny_data, tiny_model, tiny_wgan
 
 pytestmark = pytest.mark.neutral
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "signal_train.py"
 
 

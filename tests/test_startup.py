@@ -7,9 +7,9 @@ import sys
 import textwrap
 
 import pytest
-from conftest import user_environment
 
 from kerasteps import _startup
+from tests.helpers import user_environment
 
 pytestmark = pytest.mark.neutral
 

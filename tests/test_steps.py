@@ -3,10 +3,10 @@
 import keras
 import numpy as np
 import pytest
-from conftest import tiny_data, tiny_model
 
 import kerasteps
 from kerasteps import steps as steps_lib
+from tests.helpers import tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 

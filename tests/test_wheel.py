@@ -19,7 +19,7 @@ import sysconfig
 import venv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
 
 
 def run(args, cwd, timeout=300):

@@ -1,6 +1,6 @@
 """A resumable run with async checkpoints, on any Keras backend (test fixture).
 
-Run by tests/test_checkpoint_format.py in subprocesses, under `KERAS_BACKEND=...`:
+Run by tests/test_checkpoint_store.py in subprocesses, under `KERAS_BACKEND=...`:
 
     python tests/scripts/async_checkpoint_train.py --directory D --epochs 8 \
         --dump final.npz [--slow-write-at 20 --slow-seconds 30]

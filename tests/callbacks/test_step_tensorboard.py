@@ -5,10 +5,10 @@ import os
 import keras
 import numpy as np
 import pytest
-from conftest import read_scalar_steps, read_scalars, tiny_data, tiny_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from kerasteps.callbacks import StepTensorBoard
+from tests.helpers import read_scalar_steps, read_scalars, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 

@@ -15,12 +15,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).parent / "scripts" / "wgan_first_steps.py"
+from tests.helpers import SCRIPTS
+
+SCRIPT = SCRIPTS / "wgan_first_steps.py"
 
 #: Relative tolerance of the losses, weights and counters between backends.
 RTOL = 1e-4

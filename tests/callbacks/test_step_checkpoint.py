@@ -26,23 +26,25 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import read_jsonl, read_scalars, tiny_data, tiny_model
 
 import kerasteps
 from kerasteps import _model_state
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
+from tests.helpers import ROOT, SCRIPTS, read_jsonl, read_scalars, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
-SCRIPT = Path(__file__).parent / "scripts" / "resumable_train.py"
+SCRIPT = SCRIPTS / "resumable_train.py"
 MAX_STEPS = 60
 LOG_EVERY = 5
 VALIDATE_EVERY = 10
 
 
 # -- in-process: what a checkpoint restores -------------------------------------------
+
+
 def _fit(model, steps, callbacks=(), batch_size=2, seed=0):
     x, y = tiny_data(steps * batch_size, seed=seed)
     model.fit(
@@ -357,7 +359,7 @@ def test_unwritable_directory_raises_before_training(tmp_path):
 def _env():
     env = dict(os.environ)
     env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    root = str(Path(__file__).parent.parent)
+    root = str(ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
 

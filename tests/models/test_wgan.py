@@ -11,12 +11,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import MAX_STEPS_PER_EXECUTION, needs_steps_per_execution
 
 import kerasteps
 from kerasteps import mixtures
 from kerasteps.models import WGAN
 from kerasteps.steps import global_step_name, step_optimizers
+from tests.helpers import MAX_STEPS_PER_EXECUTION, needs_steps_per_execution
 
 pytestmark = pytest.mark.neutral
 

@@ -1,281 +1,30 @@
-"""Tests for the bundled recipes image_classifier and batch_vs_sgd.
+"""Tests for the bundled recipe batch_vs_sgd.
 
-Each recipe runs through the launcher (`kerasteps run NAME`, with click's CliRunner)
-with tiny settings; the tests read back what it wrote: TensorBoard event files, JSON
-lines, checkpoints, the printed table and the PNG.
-"""
+The recipe runs through the launcher (`kerasteps run NAME`, with click's CliRunner)
+with tiny settings; the tests read back what it wrote."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import keras
 import matplotlib.image
 import numpy as np
 import pytest
-import tensorflow as tf
 from click.testing import CliRunner
-from conftest import read_jsonl, read_scalar_steps
-from conftest import run_recipe as run
 
 from kerasteps import events
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 from kerasteps.formatting import format_value
+from tests.helpers import read_jsonl, read_scalar_steps
+from tests.helpers import run_recipe as run
 
-REPO = Path(__file__).resolve().parent.parent
-COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
-# batch_vs_sgd trains for --epochs epochs: its help lists no --steps.
-OPTIONS = {
-    "image_classifier": COMMON_OPTIONS,
-    "batch_vs_sgd": COMMON_OPTIONS[1:],
-}
 MODES = ("full_batch", "minibatch_128", "minibatch_32", "sgd")
-# A classifier small enough for a CPU test: 16x16 images, two tiny conv blocks.
-TINY_CLASSIFIER = (
-    "--image-size",
-    "16",
-    "--batch-size",
-    "8",
-    "--examples",
-    "80",
-    "--filters",
-    "4,8",
-)
-
 
 pytestmark = pytest.mark.usefixtures("bundled_recipes")
-
-
-def scalar_steps(logdir: Path, run_name: str, tag: str) -> list[int]:
-    """Steps of a tag in write order (so a repeated or backward step shows)."""
-    scalars = events.read_scalars(logdir, sort=False)
-    return [step for step, _ in scalars[run_name][tag]]
-
-
-# ------------------------------------------------------------------ help and list
-@pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
-def test_help_lists_the_common_options(name):
-    result = CliRunner().invoke(main, ["run", name, "--help"])
-    assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"Usage: kerasteps run {name} [OPTIONS]")
-    for option in OPTIONS[name]:
-        assert f"  {option} " in result.output
-    assert ("  --steps " in result.output) == (name != "batch_vs_sgd")
-    own = {"image_classifier": "--data DIRECTORY", "batch_vs_sgd": "--epochs"}[name]
-    assert own in result.output
-
-
-@pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
-def test_recipe_runs_as_a_script(name):
-    process = subprocess.run(
-        [sys.executable, str(REPO / "kerasteps" / "recipes" / f"{name}.py"), "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert process.returncode == 0, process.stderr
-    assert process.stdout.startswith(f"Usage: {name}.py [OPTIONS]")
-    for option in OPTIONS[name]:
-        assert f"  {option} " in process.stdout
-
-
-def test_list_shows_the_recipes():
-    result = CliRunner().invoke(main, ["list"])
-    assert result.exit_code == 0, result.output
-    lines = [" ".join(line.split()) for line in result.output.splitlines()]
-    assert (
-        "image_classifier Train and validate a conv image classifier: loss and "
-        "top-1 accuracy every N steps." in lines
-    )
-    assert (
-        "batch_vs_sgd Full-batch gradient descent vs per-example SGD vs "
-        "mini-batches, measured." in lines
-    )
-
-
-# --------------------------------------------------------------- image_classifier
-def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
-    logdir = tmp_path / "clf"
-    result = run(
-        "image_classifier",
-        *TINY_CLASSIFIER,
-        "--steps",
-        "10",
-        "--log-every",
-        "3",
-        "--logdir",
-        str(logdir),
-    )
-    assert "Classes ['horizontal', 'vertical']" in result.output
-    assert "Global step after training: 10." in result.output
-    assert f"view:  kerasteps board {logdir}" in result.output
-    folder = logdir / "run-1"  # each run gets its own folder
-    assert f"table: kerasteps summary {folder}" in result.output
-    model = keras.saving.load_model(folder / "model.keras")
-    assert model.optimizer.iterations == 10
-
-    scalars = events.read_scalars(folder)
-    assert set(scalars) == {"train", "validation"}
-    for run_name in ("train", "validation"):
-        for tag in ("loss", "accuracy"):
-            # N, 2N, 3N: not the final step 10, which is not a multiple of 3.
-            assert [step for step, _ in scalars[run_name][tag]] == [3, 6, 9]
-            # TensorBoard's own reader sees the same steps.
-            assert read_scalar_steps(str(folder), run_name, tag) == [3, 6, 9]
-        for _, accuracy in scalars[run_name]["accuracy"]:
-            assert 0.0 <= accuracy <= 1.0
-        for _, loss in scalars[run_name]["loss"]:
-            assert math.isfinite(loss) and loss > 0
-    assert set(scalars["validation"]) == {"loss", "accuracy"}
-
-    # The JSON lines hold the same values at the same steps.
-    records = read_jsonl(folder / "log.jsonl")
-    assert [r["step"] for r in records] == [3, 6, 9]
-    for record, (step, value) in zip(
-        records, scalars["validation"]["loss"], strict=True
-    ):
-        assert record["step"] == step
-        assert record["val_loss"] == pytest.approx(value, rel=1e-6)
-    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(records[0])
-    # The final step is checkpointed (Every(N, last=True)).
-    assert StepCheckpoint.latest(folder / "checkpoints").step == 10
-
-
-def test_image_classifier_help_imports_neither_keras_nor_numpy():
-    """`kerasteps run image_classifier -h` loads the recipe without heavy imports."""
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from kerasteps.cli import main\n"
-        "result = CliRunner().invoke(main, ['run', 'image_classifier', '-h'])\n"
-        "assert result.exit_code == 0, result.output\n"
-        "heavy = ('keras', 'tensorflow', 'numpy')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))\n"
-    )
-    process = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert process.returncode == 0, process.stderr
-    assert process.stdout.strip() == "[]"
-
-
-def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
-    logdir = tmp_path / "resumed"
-    common = (*TINY_CLASSIFIER, "--log-every", "2", "--logdir", str(logdir))
-    first = run("image_classifier", *common, "--steps", "4")
-    assert "Global step after training: 4." in first.output
-    second = run("image_classifier", *common, "--steps", "8", "--resume")
-    folder = logdir / "run-1"
-    checkpoint = folder / "checkpoints" / "ckpt-4"
-    assert f"Resumed from step 4 (checkpoint {checkpoint})" in second.output
-    assert "Global step after training: 8." in second.output
-
-    records = read_jsonl(folder / "log.jsonl")
-    assert [r["step"] for r in records] == [2, 4, 6, 8]
-    for run_name in ("train", "validation"):
-        for tag in ("loss", "accuracy"):
-            assert scalar_steps(folder, run_name, tag) == [2, 4, 6, 8]
-    assert StepCheckpoint.latest(folder / "checkpoints").step == 8
-
-    # Exact resume: the same values as one uninterrupted run of 8 steps.
-    straight = tmp_path / "straight"
-    run(
-        "image_classifier",
-        *TINY_CLASSIFIER,
-        "--log-every",
-        "2",
-        "--logdir",
-        str(straight),
-        "--steps",
-        "8",
-    )
-    expected = read_jsonl(straight / "run-1" / "log.jsonl")
-    for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
-        assert [r[key] for r in records] == pytest.approx(
-            [r[key] for r in expected], rel=1e-5
-        )
-
-    # Launched again at the end: nothing to train, nothing rewritten.
-    again = run("image_classifier", *common, "--steps", "8", "--resume")
-    assert "Already at step 8 >= --steps 8; nothing to train." in again.output
-    assert [r["step"] for r in read_jsonl(folder / "log.jsonl")] == [2, 4, 6, 8]
-
-    # Without --resume, a new run goes beside it: run-1 is left as it was.
-    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
-    third = run("image_classifier", *common, "--steps", "2")
-    assert f"New run: {logdir / 'run-2'}" in third.output
-    assert [r["step"] for r in read_jsonl(logdir / "run-2" / "log.jsonl")] == [2]
-    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == (
-        before
-    )
-    assert sorted(events.read_scalars(logdir)) == [
-        "run-1/train",
-        "run-1/validation",
-        "run-2/train",
-        "run-2/validation",
-    ]
-
-
-def write_png_folders(root: Path, classes: dict[str, int], size: int = 12) -> None:
-    """Writes `count` random PNG images into `root/<class name>/` per class."""
-    rng = np.random.default_rng(0)
-    for name, count in classes.items():
-        (root / name).mkdir(parents=True)
-        for index in range(count):
-            pixels = rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)
-            png = tf.io.encode_png(pixels)
-            tf.io.write_file(str(root / name / f"{index}.png"), png)
-
-
-def test_image_classifier_reads_a_directory_of_class_folders(tmp_path):
-    images = tmp_path / "images"
-    write_png_folders(images, {"cats": 8, "dogs": 8})
-    logdir = tmp_path / "dir_run"
-    result = run(
-        "image_classifier",
-        "--data",
-        str(images),
-        "--image-size",
-        "16",
-        "--batch-size",
-        "4",
-        "--filters",
-        "4,8",
-        "--validation-split",
-        "0.25",
-        "--steps",
-        "4",
-        "--log-every",
-        "2",
-        "--logdir",
-        str(logdir),
-    )
-    assert "Found 16 files belonging to 2 classes." in result.output
-    assert "Using 12 files for training." in result.output
-    assert "Using 4 files for validation." in result.output
-    assert "Classes ['cats', 'dogs']" in result.output
-    scalars = events.read_scalars(logdir / "run-1")
-    for run_name in ("train", "validation"):
-        for tag in ("loss", "accuracy"):
-            assert [step for step, _ in scalars[run_name][tag]] == [2, 4]
-
-
-def test_image_classifier_data_needs_two_class_folders(tmp_path):
-    images = tmp_path / "one_class"
-    write_png_folders(images, {"cats": 8})
-    result = CliRunner().invoke(
-        main,
-        ["run", "image_classifier", "--data", str(images), "--logdir", str(tmp_path)],
-    )
-    assert result.exit_code == 2, result.output
-    assert "Invalid value for '--data'" in result.output
-    assert "at least two" in result.output
 
 
 # ------------------------------------------------------------------ batch_vs_sgd

@@ -6,9 +6,9 @@ import math
 import keras
 import pandas as pd
 import pytest
-from conftest import read_jsonl, tiny_data, tiny_model
 
 from kerasteps.callbacks import JSONLinesLogger
+from tests.helpers import read_jsonl, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, read_scalar_steps
 
 from kerasteps.callbacks import StepCheckpoint
+from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps
 
-SCRIPT = Path(__file__).parent / "scripts" / "jax_data_parallel.py"
+SCRIPT = SCRIPTS / "jax_data_parallel.py"
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("jax") is None,

@@ -11,11 +11,11 @@ import re
 
 import keras
 import pytest
-from conftest import read_jsonl, read_scalar_steps, tiny_data, tiny_model
 
 import kerasteps
 from kerasteps import Every
 from kerasteps.callbacks import JSONLinesLogger, LogEvery, StepCallback, StepTensorBoard
+from tests.helpers import read_jsonl, read_scalar_steps, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 

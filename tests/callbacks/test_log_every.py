@@ -9,10 +9,10 @@ import textwrap
 import keras
 import numpy as np
 import pytest
-from conftest import tiny_data, tiny_model
 
 from kerasteps import Every
 from kerasteps.callbacks import LogEvery, Throughput
+from tests.helpers import tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 

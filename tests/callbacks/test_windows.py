@@ -17,13 +17,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import (
-    MAX_STEPS_PER_EXECUTION,
-    needs_steps_per_execution,
-    read_jsonl,
-    read_scalars,
-    tiny_wgan,
-)
 
 import kerasteps
 from kerasteps import Every
@@ -38,6 +31,13 @@ from kerasteps.callbacks import (
     StopOnNonFinite,
     Throughput,
     ValidateEvery,
+)
+from tests.helpers import (
+    MAX_STEPS_PER_EXECUTION,
+    needs_steps_per_execution,
+    read_jsonl,
+    read_scalars,
+    tiny_wgan,
 )
 
 pytestmark = pytest.mark.neutral

@@ -24,7 +24,6 @@ import sys
 import termios
 import threading
 import time
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -33,16 +32,27 @@ import pytest
 from kerasteps import _terminal
 from kerasteps._terminal import LiveLine
 from kerasteps.callbacks import LogEvery, StepProgressBar
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.neutral
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "progress_terminal.py"
 
 _CSI = re.compile(r"\x1b\[([0-9;?]*)([@-~])")
 #: Where a log line may begin: a new row, or right after the bar was erased.
 _LINE_START = re.compile(r"(\n|\r(\x1b\[\d+A)?\x1b\[[JK])$")
 _BAR = re.compile(r"\x1b\[1m\s*\d+/\d+\x1b\[0m")
+
+
+def _fit(*callbacks, stdout: Terminal | None = None, steps: int = 12) -> None:
+    """Trains a tiny model; with `stdout` a terminal as `sys.stdout`."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.random.default_rng(0).normal(size=(steps * 2, 2)).astype("float32")
+    # pytest puts its own sys.stdout back before each test: set it here.
+    with contextlib.redirect_stdout(stdout.stream if stdout else sys.stdout):
+        model.fit(x, x[:, :1], batch_size=2, verbose=0, callbacks=list(callbacks))
 
 
 class Screen:
@@ -268,17 +278,6 @@ class _Streams(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.seen.append(self.handler.stream)
-
-
-def _fit(*callbacks, stdout: Terminal | None = None, steps: int = 12) -> None:
-    """Trains a tiny model; with `stdout` a terminal as `sys.stdout`."""
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
-    x = np.random.default_rng(0).normal(size=(steps * 2, 2)).astype("float32")
-    # pytest puts its own sys.stdout back before each test: set it here.
-    with contextlib.redirect_stdout(stdout.stream if stdout else sys.stdout):
-        model.fit(x, x[:, :1], batch_size=2, verbose=0, callbacks=list(callbacks))
 
 
 def test_handlers_get_their_streams_back_after_the_run(terminal):

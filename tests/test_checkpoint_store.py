@@ -26,10 +26,11 @@ import kerasteps  # noqa: E402
 from kerasteps import _model_state  # noqa: E402
 from kerasteps.callbacks import StepCheckpoint  # noqa: E402
 from kerasteps.checkpoint_store import CheckpointStore, read_state  # noqa: E402
+from tests.helpers import SCRIPTS
 
 pytestmark = pytest.mark.neutral
 
-SCRIPT = Path(__file__).parent / "scripts" / "async_checkpoint_train.py"
+SCRIPT = SCRIPTS / "async_checkpoint_train.py"
 BACKEND = keras.backend.backend()
 HAS_JAX = importlib.util.find_spec("jax") is not None
 

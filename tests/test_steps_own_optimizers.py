@@ -14,7 +14,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import read_jsonl, read_scalars
 
 import kerasteps
 from kerasteps.callbacks import (
@@ -26,6 +25,7 @@ from kerasteps.callbacks import (
 )
 from kerasteps.data import skip_consumed
 from kerasteps.steps import StepNotCountedError
+from tests.helpers import read_jsonl, read_scalars
 
 pytestmark = pytest.mark.neutral
 

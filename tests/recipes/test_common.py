@@ -1,0 +1,64 @@
+"""What every bundled recipe shares: the common options in its help, running as a
+script, and `kerasteps list`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kerasteps.cli import main
+from tests.helpers import ROOT
+
+COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
+
+# batch_vs_sgd trains for --epochs epochs: its help lists no --steps.
+OPTIONS = {
+    "image_classifier": COMMON_OPTIONS,
+    "batch_vs_sgd": COMMON_OPTIONS[1:],
+}
+
+pytestmark = pytest.mark.usefixtures("bundled_recipes")
+
+
+# ------------------------------------------------------------------ help and list
+@pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
+def test_help_lists_the_common_options(name):
+    result = CliRunner().invoke(main, ["run", name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: kerasteps run {name} [OPTIONS]")
+    for option in OPTIONS[name]:
+        assert f"  {option} " in result.output
+    assert ("  --steps " in result.output) == (name != "batch_vs_sgd")
+    own = {"image_classifier": "--data DIRECTORY", "batch_vs_sgd": "--epochs"}[name]
+    assert own in result.output
+
+
+@pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
+def test_recipe_runs_as_a_script(name):
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "kerasteps" / "recipes" / f"{name}.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.startswith(f"Usage: {name}.py [OPTIONS]")
+    for option in OPTIONS[name]:
+        assert f"  {option} " in process.stdout
+
+
+def test_list_shows_the_recipes():
+    result = CliRunner().invoke(main, ["list"])
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()) for line in result.output.splitlines()]
+    assert (
+        "image_classifier Train and validate a conv image classifier: loss and "
+        "top-1 accuracy every N steps." in lines
+    )
+    assert (
+        "batch_vs_sgd Full-batch gradient descent vs per-example SGD vs "
+        "mini-batches, measured." in lines
+    )

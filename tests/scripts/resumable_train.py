@@ -1,4 +1,4 @@
-"""A step-planned, resumable training run (fixture of tests/callbacks/test_step_checkpoint.py).
+"""A step-planned, resumable training run (tests/callbacks/test_step_checkpoint.py).
 
 Run it again after a kill and it resumes from the newest checkpoint:
 

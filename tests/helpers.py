@@ -161,6 +161,20 @@ def run_recipe(*args: str):
     return result
 
 
+def fit_steps(model, steps, callbacks=(), batch_size=2, epochs=1, seed=0):
+    """Fits `model` for `steps` batches of `tiny_data` per epoch, in order."""
+    x, y = tiny_data(steps * batch_size, seed=seed)
+    model.fit(
+        x,
+        y,
+        batch_size=batch_size,
+        epochs=epochs,
+        shuffle=False,
+        verbose=0,
+        callbacks=list(callbacks),
+    )
+
+
 def fit_on_tiny_data(model, n, callbacks, batch_size=2, epochs=1, **kwargs):
     x, y = tiny_data(n)
     return model.fit(

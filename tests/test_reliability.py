@@ -31,24 +31,11 @@ from kerasteps.callbacks import (
 )
 from kerasteps.checkpoint_store import NonFiniteStateError
 from kerasteps.data import skip_consumed
-from tests.helpers import ROOT, NanAtStep, tiny_data, tiny_model, tiny_wgan
+from tests.helpers import ROOT, NanAtStep, fit_steps, tiny_data, tiny_model, tiny_wgan
 
 pytestmark = pytest.mark.neutral
 
 SCRIPT = ROOT / "tests" / "scripts" / "signal_train.py"
-
-
-def _fit(model, steps, callbacks=(), batch_size=2, epochs=1, seed=0):
-    x, y = tiny_data(steps * batch_size, seed=seed)
-    model.fit(
-        x,
-        y,
-        batch_size=batch_size,
-        epochs=epochs,
-        shuffle=False,
-        verbose=0,
-        callbacks=list(callbacks),
-    )
 
 
 def _weights(model):
@@ -58,7 +45,7 @@ def _weights(model):
 def _checkpoints(tmp_path, steps=(2, 4, 6)):
     """A directory with checkpoints at `steps` (every=2, keep enough)."""
     model = tiny_model()
-    _fit(model, max(steps), [StepCheckpoint(tmp_path, every=2, keep=10)])
+    fit_steps(model, max(steps), [StepCheckpoint(tmp_path, every=2, keep=10)])
     return model
 
 
@@ -87,7 +74,7 @@ def test_an_unreadable_index_is_rebuilt_and_nothing_is_deleted(
     # A run begins (the clean-up runs), then is killed before its first save.
     model = tiny_model(seed=1)
     assert StepCheckpoint.restore_latest(model, tmp_path) == 6
-    _fit(model, 1, [StepCheckpoint(tmp_path, every=100)])
+    fit_steps(model, 1, [StepCheckpoint(tmp_path, every=100)])
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "checkpoint.json",
         "ckpt-2",
@@ -111,13 +98,13 @@ def test_index_entries_outside_the_directory_are_ignored(tmp_path, caplog, name)
     (victim / "precious.txt").write_text("keep me")
     name = str(victim) if name == "ABSOLUTE" else name
     model = tiny_model()
-    _fit(model, 2, [StepCheckpoint(checkpoints, every=2, keep=1)])
+    fit_steps(model, 2, [StepCheckpoint(checkpoints, every=2, keep=1)])
     index = checkpoints / "checkpoint.json"
     data = json.loads(index.read_text())
     data["checkpoints"].insert(0, {"name": name, "step": 1, "time": 0})
     index.write_text(json.dumps(data))
     caplog.set_level(logging.WARNING, logger="kerasteps")
-    _fit(model, 4, [StepCheckpoint(checkpoints, every=2, keep=1)])  # rotates
+    fit_steps(model, 4, [StepCheckpoint(checkpoints, every=2, keep=1)])  # rotates
     assert (victim / "precious.txt").read_text() == "keep me"
     assert checkpoints.is_dir()
     assert [i.step for i in StepCheckpoint.list_checkpoints(checkpoints)] == [6]
@@ -155,7 +142,7 @@ def test_a_damaged_checkpoint_is_restored_all_or_nothing(tmp_path):
     content[len(content) // 2] ^= 0xFF
     data.write_bytes(bytes(content))
     model = tiny_model(seed=1)
-    _fit(model, 3)
+    fit_steps(model, 3)
     before = _weights(model) + [model.optimizer.iterations.numpy()]
     with pytest.raises(ValueError, match="ckpt-6.*damaged"):
         StepCheckpoint.restore_checkpoint(model, tmp_path / "ckpt-6")
@@ -272,7 +259,7 @@ def test_wgan_keeps_its_seed_state_in_keras_files_and_dropout_in_checkpoints(
         [keras.Input((2,)), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
     )
     model.compile("sgd", "mse")
-    _fit(model, 6, [StepCheckpoint(tmp_path / "ckpt", every=6)])
+    fit_steps(model, 6, [StepCheckpoint(tmp_path / "ckpt", every=6)])
     (seed,) = [v for v in model.variables if v.name == "seed_generator_state"]
     fresh = keras.Sequential(
         [keras.Input((2,)), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
@@ -286,7 +273,7 @@ def test_wgan_keeps_its_seed_state_in_keras_files_and_dropout_in_checkpoints(
 # -- 6. mismatches are refused --------------------------------------------------------
 def test_an_adam_checkpoint_does_not_restore_into_sgd(tmp_path):
     model = tiny_model(optimizer=keras.optimizers.Adam(1e-3))
-    _fit(model, 4, [StepCheckpoint(tmp_path, every=4)])
+    fit_steps(model, 4, [StepCheckpoint(tmp_path, every=4)])
     sgd = tiny_model(seed=2, optimizer=keras.optimizers.SGD(0.1))
     before = _weights(sgd)
     with pytest.raises(ValueError, match="holds the state of a Adam.*is a SGD"):
@@ -342,12 +329,12 @@ def test_a_resume_with_another_batch_size_is_refused(tmp_path):
 
 def test_the_documented_way_to_change_the_learning_rate_after_a_restore(tmp_path):
     model = tiny_model(optimizer=keras.optimizers.Adam(1e-3))
-    _fit(model, 4, [StepCheckpoint(tmp_path, every=4)])
+    fit_steps(model, 4, [StepCheckpoint(tmp_path, every=4)])
     resumed = tiny_model(optimizer=keras.optimizers.Adam(1e-5))
     StepCheckpoint.restore_latest(resumed, tmp_path)
     assert float(resumed.optimizer.learning_rate.numpy()) == pytest.approx(1e-3)
     resumed.optimizer.learning_rate.assign(1e-5)  # the rule: set it after restoring
-    _fit(resumed, 2)
+    fit_steps(resumed, 2)
     assert float(resumed.optimizer.learning_rate.numpy()) == pytest.approx(1e-5)
 
 
@@ -446,7 +433,7 @@ def test_handlers_are_restored_after_an_exception_in_process(tmp_path):
 
     model = tiny_model()
     with pytest.raises(RuntimeError, match="boom"):
-        _fit(model, 10, [StepCheckpoint(tmp_path, every=100), Boom()])
+        fit_steps(model, 10, [StepCheckpoint(tmp_path, every=100), Boom()])
     # The handler is still installed (no hook ran), but steps aside when called:
     # simulate a signal outside fit by calling it with this frame.
     handler = signal.getsignal(signal.SIGTERM)
@@ -547,8 +534,8 @@ def test_the_same_process_may_fit_again_after_an_error(tmp_path):
         StepCheckpoint(tmp_path / "ckpt", every=2),
     ]
     with pytest.raises(RuntimeError):
-        _fit(model, 10, [*sinks, Boom()])
-    _fit(model, 4, sinks)  # a notebook re-runs the cell: not refused
+        fit_steps(model, 10, [*sinks, Boom()])
+    fit_steps(model, 4, sinks)  # a notebook re-runs the cell: not refused
     assert kerasteps.global_step(model) == 6
     assert not list(tmp_path.rglob("*.lock")) and not list(tmp_path.rglob(".keras*"))
 
@@ -587,11 +574,13 @@ def test_log_every_format_is_checked(tmp_path, caplog):
         match=r"names 'nokey', which this run does not log"
         r"\. Names it logs: loss",
     ):
-        _fit(model, 10, [LogEvery(5, fmt="{nokey}"), JSONLinesLogger(jsonl, every=5)])
+        fit_steps(
+            model, 10, [LogEvery(5, fmt="{nokey}"), JSONLinesLogger(jsonl, every=5)]
+        )
     assert kerasteps.global_step(model) == 5  # stopped at its first line
     caplog.set_level(logging.INFO, logger="kerasteps")
     validate = ValidateEvery(4, tiny_data(4, seed=1))
-    _fit(tiny_model(), 8, [validate, LogEvery(2, fmt="{loss:.2f} {val_loss:.2f}")])
+    fit_steps(tiny_model(), 8, [validate, LogEvery(2, fmt="{loss:.2f} {val_loss:.2f}")])
     lines = [r.getMessage() for r in caplog.records if r.name == "kerasteps"]
     assert lines[0].endswith(" -") and " -" not in lines[1]  # val_loss at 4, 8
 
@@ -602,7 +591,7 @@ def test_validate_every_data_the_model_cannot_take_fails_before_training(tmp_pat
     jsonl = tmp_path / "l.jsonl"
     sink = JSONLinesLogger(jsonl, every=1)
     with pytest.raises(ValueError, match="ValidateEvery: the model .* cannot evaluate"):
-        _fit(model, 10, [sink, ValidateEvery(9, wrong)])
+        fit_steps(model, 10, [sink, ValidateEvery(9, wrong)])
     assert kerasteps.global_step(model) == 0 and sink._file is None
     lossless = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     lossless.compile("sgd")

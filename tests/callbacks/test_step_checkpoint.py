@@ -32,7 +32,15 @@ from kerasteps import _model_state
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.checkpoint_store import CheckpointStore
 from kerasteps.data import skip_consumed
-from tests.helpers import ROOT, SCRIPTS, read_jsonl, read_scalars, tiny_data, tiny_model
+from tests.helpers import (
+    ROOT,
+    SCRIPTS,
+    fit_steps,
+    read_jsonl,
+    read_scalars,
+    tiny_data,
+    tiny_model,
+)
 
 pytestmark = pytest.mark.neutral
 
@@ -45,26 +53,13 @@ VALIDATE_EVERY = 10
 # -- in-process: what a checkpoint restores -------------------------------------------
 
 
-def _fit(model, steps, callbacks=(), batch_size=2, seed=0):
-    x, y = tiny_data(steps * batch_size, seed=seed)
-    model.fit(
-        x,
-        y,
-        batch_size=batch_size,
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=list(callbacks),
-    )
-
-
 def _optimizer_values(optimizer):
     return {v.path: v.numpy() for v in optimizer.variables}
 
 
 def test_plain_model_restores_weights_iterations_and_slots(tmp_path):
     model = tiny_model(optimizer=keras.optimizers.Adam(0.01))
-    _fit(model, 10, [StepCheckpoint(tmp_path, every=5)])
+    fit_steps(model, 10, [StepCheckpoint(tmp_path, every=5)])
     fresh = tiny_model(seed=1, optimizer=keras.optimizers.Adam(0.01))
     assert not fresh.optimizer.built
 
@@ -174,7 +169,7 @@ def _two_optimizer_model(seed):
 @pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_custom_two_optimizer_model_restores_both_optimizers(tmp_path):
     model = _two_optimizer_model(0)
-    _fit(model, 6, [StepCheckpoint(tmp_path, every=3)])
+    fit_steps(model, 6, [StepCheckpoint(tmp_path, every=3)])
     assert kerasteps.step_counters(model) == {"d_step": 12, "g_step": 6}
 
     fresh = _two_optimizer_model(1)
@@ -196,11 +191,11 @@ def test_custom_two_optimizer_model_restores_both_optimizers(tmp_path):
 @pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
 def test_custom_model_whose_optimizers_build_in_fit_continues_identically(tmp_path):
     model = _two_optimizer_model(0)
-    _fit(model, 4, [StepCheckpoint(tmp_path, every=4)])
+    fit_steps(model, 4, [StepCheckpoint(tmp_path, every=4)])
     fresh = _two_optimizer_model(1)
     StepCheckpoint.restore_latest(fresh, tmp_path)  # slots built later, in fit
-    _fit(model, 3, seed=9)
-    _fit(fresh, 3, seed=9)
+    fit_steps(model, 3, seed=9)
+    fit_steps(fresh, 3, seed=9)
     assert kerasteps.step_counters(fresh) == {"d_step": 14, "g_step": 7}
     for a, b in zip(model.weights, fresh.weights, strict=True):
         np.testing.assert_array_equal(b.numpy(), a.numpy())
@@ -243,7 +238,7 @@ def test_wgan_restores_both_optimizers_and_counters(tmp_path):
 # -- in-process: the checkpoint directory -------------------------------------------
 def test_keeps_the_newest_and_writes_an_index(tmp_path):
     model = tiny_model()
-    _fit(model, 12, [StepCheckpoint(tmp_path, every=2, keep=2)])
+    fit_steps(model, 12, [StepCheckpoint(tmp_path, every=2, keep=2)])
     infos = StepCheckpoint.list_checkpoints(tmp_path)
     assert [i.step for i in infos] == [10, 12]
     assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-10", "ckpt-12"]
@@ -257,8 +252,8 @@ def test_keeps_the_newest_and_writes_an_index(tmp_path):
 def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     model = tiny_model()
     checkpoint = StepCheckpoint(tmp_path, every=4)
-    _fit(model, 4, [checkpoint])
-    _fit(model, 2)  # step 6
+    fit_steps(model, 4, [checkpoint])
+    fit_steps(model, 2)  # step 6
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt("killed while writing")
@@ -282,7 +277,7 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, monkeypat
     assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [4, 6]
     fresh = tiny_model(seed=3)
     assert StepCheckpoint.restore_latest(fresh, tmp_path) == 6
-    _fit(fresh, 2, [StepCheckpoint(tmp_path, every=4)])
+    fit_steps(fresh, 2, [StepCheckpoint(tmp_path, every=4)])
     assert sorted(os.listdir(tmp_path)) == [
         "checkpoint.json",
         "ckpt-4",
@@ -305,7 +300,7 @@ def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
 
     checkpoint = StepCheckpoint(tmp_path, every=100)
     model = tiny_model()
-    _fit(model, 20, [SendSigterm(), checkpoint])
+    fit_steps(model, 20, [SendSigterm(), checkpoint])
 
     assert seen["handler"] == checkpoint._stop._handle
     assert signal.getsignal(signal.SIGTERM) == previous  # restored
@@ -318,7 +313,7 @@ def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
 
 def test_restore_into_a_different_model_raises(tmp_path):
     model = tiny_model()
-    _fit(model, 2, [StepCheckpoint(tmp_path, every=2)])
+    fit_steps(model, 2, [StepCheckpoint(tmp_path, every=2)])
     other = keras.Sequential([keras.Input((2,)), keras.layers.Dense(7)])
     other.compile(keras.optimizers.SGD(0.05), "mse")
     before = [w.numpy() for w in other.weights]
@@ -668,7 +663,7 @@ def test_tensorboard_server_shows_each_step_once(resumed_run, tmp_path):
 
 def test_restore_logs_the_checkpoint(tmp_path, caplog):
     model = tiny_model()
-    _fit(model, 2, [StepCheckpoint(tmp_path, every=2)])
+    fit_steps(model, 2, [StepCheckpoint(tmp_path, every=2)])
     with caplog.at_level(logging.INFO, logger="kerasteps"):
         StepCheckpoint.restore_latest(tiny_model(), tmp_path)
     assert any("restored" in r.getMessage() for r in caplog.records)
@@ -677,7 +672,7 @@ def test_restore_logs_the_checkpoint(tmp_path, caplog):
 @pytest.mark.parametrize("verbose", [0, 1])
 def test_saves_are_logged_at_info_only_when_verbose(tmp_path, caplog, verbose):
     with caplog.at_level(logging.DEBUG, logger="kerasteps"):
-        _fit(tiny_model(), 8, [StepCheckpoint(tmp_path, every=4, verbose=verbose)])
+        fit_steps(tiny_model(), 8, [StepCheckpoint(tmp_path, every=4, verbose=verbose)])
     saves = [
         (r.levelno, r.getMessage())
         for r in caplog.records

@@ -36,6 +36,26 @@ def test_help_lists_the_common_options(name):
     assert own in result.output
 
 
+def test_help_imports_neither_keras_nor_numpy():
+    """`kerasteps run NAME -h` stays fast: the recipe files import heavy modules
+    inside their functions, so loading one for its help imports none of them."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from kerasteps.cli import main\n"
+        "for name in ('wgan', 'global_step', 'image_classifier', 'batch_vs_sgd'):\n"
+        "    result = CliRunner().invoke(main, ['run', name, '-h'])\n"
+        "    assert result.exit_code == 0, result.output\n"
+        "heavy = ('keras', 'tensorflow', 'numpy', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("name", ["image_classifier", "batch_vs_sgd"])
 def test_recipe_runs_as_a_script(name):
     process = subprocess.run(

@@ -57,25 +57,6 @@ def test_help_lists_the_common_options(name):
         assert f"  {option} " in result.output
 
 
-def test_help_imports_neither_keras_nor_numpy():
-    """`kerasteps run NAME -h` stays fast: the recipe files import heavy modules
-    inside their functions, so loading one for its help imports none of them."""
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from kerasteps.cli import main\n"
-        "for name in ('wgan', 'global_step'):\n"
-        "    assert CliRunner().invoke(main, ['run', name, '-h']).exit_code == 0\n"
-        "heavy = ('keras', 'tensorflow', 'numpy', 'matplotlib')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))\n"
-    )
-    process = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert process.returncode == 0, process.stderr
-    assert process.stdout.strip() == "[]"
-
-
 def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
     from kerasteps.recipes import wgan
 

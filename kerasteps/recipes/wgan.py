@@ -20,8 +20,8 @@ saved with the model: `d_step` (critic updates) and `g_step` (generator updates,
 global step), with `d_step == n_critic * g_step`. This recipe trains it in the two
 variants of the papers:
 
-    --variant gp     WGAN-GP: gradient penalty (1 on points, 10 on images), Adam
-                     (default)
+    --variant gp     WGAN-GP: gradient penalty and Adam (default); on points the
+                     settings of `WGAN.for_points`, on images the paper's
     --variant clip   the original WGAN: weights clipped to +-0.01, RMSprop 5e-5
 
 What a run shows
@@ -69,31 +69,48 @@ if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
 # ======================================================================================
 # The data
 #
-# Two mode-collapse benchmarks of the GAN literature, 100,000 points each
-# (`kerasteps.mixtures`): `--data ring`, 8 Gaussians on a circle, and `--data grid`,
-# 25 Gaussians on a 5x5 grid, every mode with a standard deviation of 0.02. A
-# generator that collapses onto a few modes can be caught there by counting them
-# (see "Mode coverage" below). `--data images`: 20,000 generated 28x28 grey images
-# of one bright disc, nothing to download. `--data FILE.npy`: your own points
-# `(N, 2)`, or images `(N, 28|32, 28|32[, C])` in [0, 255] or [0, 1], scaled to
-# [-1, 1], the range of the generator's tanh.
+# The two mode-collapse benchmarks of PacGAN (Lin et al., 2018), 100,000 points each
+# (`kerasteps.mixtures`): `--data ring`, 8 Gaussians on a circle of radius 1 with a
+# standard deviation of 0.01, and `--data grid`, 25 Gaussians on a 5x5 grid of spacing
+# 2 with a standard deviation of 0.05. A generator that collapses onto a few modes can
+# be caught there by counting them (see "Mode coverage" below). `--data images`:
+# 20,000 generated 28x28 grey images of one bright disc, nothing to download.
+# `--data FILE.npy`: your own points `(N, d)` with d >= 2, or images
+# `(N, 28|32, 28|32[, C])` in [0, 255] or [0, 1], scaled to [-1, 1], the range of the
+# generator's tanh.
 #
 # Each generator step takes `n_critic` fresh real batches, one per critic update, so
 # the data must hold at least `n_critic * batch_size` examples.
 
 
-def load_data(data: str, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Returns `(x, centres)`: points `(N, 2)` or images `(N, H, W, C)` in [-1, 1],
-    and the centres of the mixture's modes (None unless `data` is ring or grid)."""
+class Data(NamedTuple):
+    """What the recipe trains on, and what it knows of it."""
+
+    x: np.ndarray  # points (N, d), or images (N, H, W, C) in [-1, 1]
+    centres: np.ndarray | None  # the mixture's mode centres (ring and grid only)
+    mode_std: float | None  # their standard deviation (ring and grid only)
+
+
+#: PacGAN's mixtures: the `kerasteps.mixtures` function, its arguments, the mode std.
+MIXTURES = {
+    "ring": ("ring_of_gaussians", {"radius": 1.0}, 0.01),
+    "grid": ("grid_of_gaussians", {"spacing": 2.0}, 0.05),
+}
+
+
+def load_data(data: str, seed: int) -> Data:
+    """The points or images of `--data`, with their modes where they are known."""
     from kerasteps import mixtures
 
-    if data == "ring":
-        return mixtures.ring_of_gaussians(100_000, seed=seed)
-    if data == "grid":
-        return mixtures.grid_of_gaussians(100_000, seed=seed)
+    if data in MIXTURES:
+        function, arguments, std = MIXTURES[data]
+        x, centres = getattr(mixtures, function)(
+            100_000, std=std, seed=seed, **arguments
+        )
+        return Data(x, centres, std)
     if data == "images":
-        return disc_images(20_000, size=28, seed=seed), None
-    return as_points_or_images(read_npy(data), data), None
+        return Data(disc_images(20_000, size=28, seed=seed), None, None)
+    return Data(as_points_or_images(read_npy(data), data), None, None)
 
 
 def disc_images(n: int, size: int, seed: int) -> np.ndarray:
@@ -127,7 +144,7 @@ def read_npy(path: str) -> np.ndarray:
         raise bad_data(f"{path!r} is not a numeric .npy array ({error}).") from None
     if x.dtype.kind not in "biuf" or x.ndim not in (2, 3, 4) or not x.size:
         raise bad_data(
-            f"{path!r} must hold numbers, points (N, 2) or images (N, H, W[, C]); "
+            f"{path!r} must hold numbers, points (N, d) or images (N, H, W[, C]); "
             f"it holds {x.dtype} with shape {x.shape}."
         )
     x = x.astype("float32")
@@ -137,9 +154,9 @@ def read_npy(path: str) -> np.ndarray:
 
 
 def as_points_or_images(x: np.ndarray, path: str) -> np.ndarray:
-    """Points `(N, 2)` as they are; images scaled to [-1, 1], with a channel axis."""
-    if x.ndim == 2 and x.shape[1] != 2:
-        raise bad_data(f"points must have shape (N, 2), received {x.shape}.")
+    """Points `(N, d)` as they are; images scaled to [-1, 1], with a channel axis."""
+    if x.ndim == 2 and x.shape[1] < 2:
+        raise bad_data(f"points must have shape (N, d), d >= 2; received {x.shape}.")
     if x.ndim == 2:
         return x
     if x.max() > 1.0:
@@ -162,43 +179,42 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #
 # A generator maps noise to a point or an image, a critic scores how real one looks,
 # and `kerasteps.models.WGAN` trains the pair: every generator step is `n_critic`
-# critic updates on fresh real batches, then one generator update. On points both
-# networks are three dense layers (`build_point_generator`, `build_point_critic`),
-# 64 wide, or 128 on the grid, whose 25 modes need wider networks; on images they are
-# DCGAN-shaped convolutions with --base-filters filters (`build_image_generator`,
-# `build_image_critic`).
+# critic updates on fresh real batches, then one generator update.
 #
-# The settings that depend on the data are all here. They are what worked when
-# measured (the README's `wgan` section has the numbers): on points a penalty weight
-# of 1, because the usual 10 reached all 8 modes on only 3 of 10 seeds at this
-# learning rate, and Adam at 2e-3 decaying linearly to 1e-5 over the run; on images
-# the WGAN-GP paper's 10 and Adam at 2e-4 (beta_1 0.5 and beta_2 0.9 throughout).
-# Weight clipping uses the original WGAN's clip of 0.01 and RMSprop at 5e-5. An
-# option given on the command line replaces its default.
+# On points, WGAN-GP uses `WGAN.for_points(x, settings)`, which builds both networks
+# from the data, with the defaults of `kerasteps.models.PointSettings`:
+#
+# - both work in standardized units (the data's mean, and one standard deviation over
+#   all coordinates, saved in the model), so the same settings fit data of any scale;
+# - the generator's noise is a mixture of 100 small Gaussians at k-means clusters of
+#   the data, each drawn as often as its cluster holds data (`MixtureLatent`): the
+#   generator need not draw points between separate modes, which a single Gaussian
+#   forces it to; it still learns where each component goes (it starts random);
+# - ReLU MLPs of 3x128 for both, `n_critic` 3, batch 256, penalty weight 0.1, and
+#   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps.
+#
+# These are what measured best on PacGAN's ring and grid (`benchmarks/
+# wgan_quality.py`; the README's `wgan` section has the figures). An option given on
+# the command line replaces its field (`--lr` the starting rate; it still decays).
+#
+# On images both networks are DCGAN-shaped convolutions with --base-filters filters
+# (`build_image_generator`, `build_image_critic`), with the WGAN-GP paper's penalty of
+# 10, Adam at 2e-4 and `n_critic` 5. Weight clipping uses the original WGAN's clip of
+# 0.01 and RMSprop at 5e-5, on images and on points (3x128 MLPs, 2-D noise, batch
+# 128). Nothing here depends on time, so --steps and --resume stay exact.
 
 
 class Settings(NamedTuple):
-    """What the WGAN is built and trained with, besides the plain options."""
+    """What a WGAN on images, or a clipped one, is built and trained with."""
 
     latent_dim: int  # size of the generator's noise
     widths: tuple[int, ...]  # dense layers of the point networks (not on images)
     batch_size: int  # examples per critic batch and per generator batch
     gradient_penalty: float | None  # penalty weight; None with weight clipping
     clip_value: float | None  # critic weights clipped to +-clip_value; or None
-    learning_rate: float  # of both optimizers, at the start
-    final_learning_rate: float | None  # reached at --steps; None: constant
+    learning_rate: float  # of both optimizers, constant
 
 
-POINTS = Settings(
-    latent_dim=2,
-    widths=(64, 64, 64),
-    batch_size=128,
-    gradient_penalty=1.0,
-    clip_value=None,
-    learning_rate=2e-3,
-    final_learning_rate=1e-5,
-)
-GRID = POINTS._replace(widths=(128, 128, 128))
 IMAGES = Settings(
     latent_dim=64,
     widths=(),
@@ -206,34 +222,72 @@ IMAGES = Settings(
     gradient_penalty=10.0,
     clip_value=None,
     learning_rate=2e-4,
-    final_learning_rate=None,
 )
-CLIP_VALUE, CLIP_LEARNING_RATE = 0.01, 5e-5
+CLIPPED_POINTS = Settings(
+    latent_dim=2,
+    widths=(128, 128, 128),
+    batch_size=128,
+    gradient_penalty=None,
+    clip_value=0.01,
+    learning_rate=5e-5,
+)
+#: Generator steps and critic updates per step where `PointSettings` does not apply.
+STEPS, N_CRITIC = 2000, 5
 
 
-def choose_settings(
-    data: str,
-    x: np.ndarray,
-    variant: str,
-    batch_size: int | None,
-    gradient_penalty: float | None,
-    lr: float | None,
-) -> Settings:
-    """The defaults for `data`, with the options that were given in their place."""
-    chosen = (GRID if data == "grid" else POINTS) if x.ndim == 2 else IMAGES
-    if batch_size is not None:
-        chosen = chosen._replace(batch_size=batch_size)
+class Options(NamedTuple):
+    """The options that replace a default when given (None: not given)."""
+
+    steps: int | None
+    n_critic: int | None
+    batch_size: int | None
+    gradient_penalty: float | None
+    lr: float | None
+
+
+class Training(NamedTuple):
+    """The compiled model, the plan it is trained to, and its name for people."""
+
+    model: WGAN
+    steps: int
+    batch_size: int
+    kind: str  # e.g. "WGAN-GP (gradient penalty 10)"
+
+
+def uses_point_settings(x: np.ndarray, variant: str) -> bool:
+    """Whether `WGAN.for_points` builds the model: WGAN-GP on points."""
+    return x.ndim == 2 and variant == "gp"
+
+
+def point_settings(options: Options) -> Any:
+    """`PointSettings`, with the options that were given in their place."""
+    from kerasteps.models import PointSettings
+
+    replaced = {
+        "steps": options.steps,
+        "n_critic": options.n_critic,
+        "batch_size": options.batch_size,
+        "gradient_penalty": options.gradient_penalty,
+        "learning_rate": options.lr,
+    }
+    return PointSettings(**{k: v for k, v in replaced.items() if v is not None})
+
+
+def choose_settings(x: np.ndarray, variant: str, options: Options) -> Settings:
+    """The settings of images (or clipped points), with the options in their place."""
+    chosen = IMAGES if x.ndim > 2 else CLIPPED_POINTS
     if variant == "clip":
-        return chosen._replace(
+        chosen = chosen._replace(
             gradient_penalty=None,
-            clip_value=CLIP_VALUE,
-            learning_rate=CLIP_LEARNING_RATE if lr is None else lr,
-            final_learning_rate=None,
+            clip_value=CLIPPED_POINTS.clip_value,
+            learning_rate=CLIPPED_POINTS.learning_rate,
         )
-    if gradient_penalty is not None:
-        chosen = chosen._replace(gradient_penalty=gradient_penalty)
-    if lr is not None:
-        chosen = chosen._replace(learning_rate=lr, final_learning_rate=None)
+    if options.batch_size is not None:
+        chosen = chosen._replace(batch_size=options.batch_size)
+    if options.gradient_penalty is not None:
+        chosen = chosen._replace(gradient_penalty=options.gradient_penalty)
+    if options.lr is not None:
+        chosen = chosen._replace(learning_rate=options.lr)
     return chosen
 
 
@@ -246,10 +300,54 @@ def check_variant(variant: str, gradient_penalty: float | None) -> None:
         )
 
 
+def make_training(
+    x: np.ndarray,
+    variant: str,
+    options: Options,
+    base_filters: int,
+    seed: int,
+    steps_per_execution: int,
+) -> Training:
+    """The compiled WGAN for `x`, with its number of steps and batch size."""
+    import keras
+
+    from kerasteps.models import WGAN
+
+    if keras.backend.backend() == "torch":
+        steps_per_execution = 1  # Keras's PyTorch trainer runs one step per call
+    if uses_point_settings(x, variant):
+        settings = point_settings(options)
+        check_one_step(x, settings.n_critic, settings.batch_size)
+        model = WGAN.for_points(
+            x, settings, seed=seed, steps_per_execution=steps_per_execution
+        )
+        latent = model.generator.get_layer("mixture_latent")
+        kind = (
+            f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
+            f"standardized units, mixture latent of {len(latent.centres)} components)"
+        )
+        return Training(model, settings.steps, settings.batch_size, kind)
+    settings = choose_settings(x, variant, options)
+    n_critic = options.n_critic or N_CRITIC
+    check_one_step(x, n_critic, settings.batch_size)
+    model = build_wgan(x, settings, n_critic, base_filters, seed)
+    model.compile(
+        optimizer(settings),
+        optimizer(settings),
+        steps_per_execution=steps_per_execution,
+    )
+    kind = (
+        f"WGAN with weight clipping ({settings.clip_value:g})"
+        if settings.clip_value is not None
+        else f"WGAN-GP (gradient penalty {settings.gradient_penalty:g})"
+    )
+    return Training(model, options.steps or STEPS, settings.batch_size, kind)
+
+
 def build_wgan(
     x: np.ndarray, settings: Settings, n_critic: int, base_filters: int, seed: int
 ) -> WGAN:
-    """A generator and a critic for the shape of `x`, in a `WGAN`."""
+    """A generator and a critic for images or clipped points, in a `WGAN`."""
     from kerasteps.models import (
         WGAN,
         build_image_critic,
@@ -259,8 +357,10 @@ def build_wgan(
     )
 
     if x.ndim == 2:
-        generator = build_point_generator(settings.latent_dim, widths=settings.widths)
-        critic = build_point_critic(2, widths=settings.widths)
+        generator = build_point_generator(
+            settings.latent_dim, widths=settings.widths, output_dim=x.shape[1]
+        )
+        critic = build_point_critic(x.shape[1], widths=settings.widths)
     else:
         try:
             generator = build_image_generator(
@@ -280,36 +380,13 @@ def build_wgan(
     )
 
 
-def optimizer(settings: Settings, updates: int) -> Any:
-    """RMSprop for clipping, else Adam; its rate decays over `updates` when asked."""
+def optimizer(settings: Settings) -> Any:
+    """RMSprop for clipping, else Adam (beta_1 0.5, beta_2 0.9)."""
     import keras
 
     if settings.clip_value is not None:
         return keras.optimizers.RMSprop(settings.learning_rate)
-    rate = settings.learning_rate
-    if settings.final_learning_rate is not None:
-        rate = keras.optimizers.schedules.PolynomialDecay(
-            rate, updates, settings.final_learning_rate
-        )
-    return keras.optimizers.Adam(rate, beta_1=0.5, beta_2=0.9)
-
-
-def compile_wgan(
-    model: WGAN, settings: Settings, steps: int, steps_per_execution: int
-) -> None:
-    """One optimizer for the critic's `n_critic * steps` updates, one for the
-    generator's `steps`."""
-    import keras
-
-    critic_optimizer = optimizer(settings, model.n_critic * steps)
-    generator_optimizer = optimizer(settings, steps)
-    if keras.backend.backend() == "torch":
-        steps_per_execution = 1  # Keras's PyTorch trainer runs one step per call
-    model.compile(
-        critic_optimizer,
-        generator_optimizer,
-        steps_per_execution=steps_per_execution,
-    )
+    return keras.optimizers.Adam(settings.learning_rate, beta_1=0.5, beta_2=0.9)
 
 
 # ======================================================================================
@@ -327,16 +404,13 @@ def compile_wgan(
 # to the sinks, which record them beside the losses; at the end 10,000 samples are
 # measured once more and the result printed.
 
-#: The standard deviation of every mode of the ring and the grid.
-MODE_STD = 0.02
 
-
-def coverage_values(model: WGAN, *, centres: np.ndarray, seed: int) -> dict[str, float]:
+def coverage_values(model: WGAN, *, data: Data, seed: int) -> dict[str, float]:
     """The mode coverage of 2000 samples, as the values of a logged point."""
     from kerasteps import mixtures
 
     coverage = mixtures.mode_coverage(
-        model.generate(2000, seed=seed), centres, MODE_STD
+        model.generate(2000, seed=seed), data.centres, data.mode_std
     )
     return {
         "modes_captured": coverage.modes_captured,
@@ -345,12 +419,12 @@ def coverage_values(model: WGAN, *, centres: np.ndarray, seed: int) -> dict[str,
     }
 
 
-def print_coverage(model: WGAN, centres: np.ndarray, seed: int) -> None:
+def print_coverage(model: WGAN, data: Data, seed: int) -> None:
     """Prints the mode coverage of 10,000 samples of the trained generator."""
     from kerasteps import mixtures
 
     coverage = mixtures.mode_coverage(
-        model.generate(10_000, seed=seed), centres, MODE_STD
+        model.generate(10_000, seed=seed), data.centres, data.mode_std
     )
     click.echo(
         f"Mode coverage of 10000 samples: {coverage.modes_captured}/"
@@ -377,13 +451,7 @@ def print_coverage(model: WGAN, centres: np.ndarray, seed: int) -> None:
 # per compiled call, and the callbacks act at the boundaries of those calls.
 
 
-def step_callbacks(
-    run: Run,
-    x: np.ndarray,
-    centres: np.ndarray | None,
-    log_every: int,
-    seed: int,
-) -> list[Any]:
+def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]:
     """The kerasteps callbacks of the run, on one schedule."""
     from kerasteps.callbacks import (
         JSONLinesLogger,
@@ -395,10 +463,10 @@ def step_callbacks(
 
     every = Every(log_every, last=True)
     callbacks = []
-    if centres is not None:
-        coverage = functools.partial(coverage_values, centres=centres, seed=seed)
+    if data.centres is not None:
+        coverage = functools.partial(coverage_values, data=data, seed=seed)
         callbacks.append(ProvideEvery(every, coverage))
-    images = functools.partial(pictures, real=x, seed=seed)
+    images = functools.partial(pictures, real=data.x, seed=seed)
     return callbacks + [
         LogEvery(every),
         StepTensorBoard(run.folder, every=every, images=images),
@@ -421,16 +489,11 @@ def real_batches(
     return skip_consumed(dataset, start)
 
 
-def describe(model: WGAN, data: str, batch_size: int, start: int, steps: int) -> str:
+def describe(training: Training, data: str, start: int) -> str:
     """The line printed before training: which WGAN, on what, from where to where."""
-    kind = (
-        f"WGAN with weight clipping ({model.clip_value:g})"
-        if model.clip_value is not None
-        else f"WGAN-GP (gradient penalty {model.gradient_penalty:g})"
-    )
     return (
-        f"{kind} on {data}: n_critic {model.n_critic}, batch {batch_size}, "
-        f"g_step {start} -> {steps}."
+        f"{training.kind} on {data}: n_critic {training.model.n_critic}, batch "
+        f"{training.batch_size}, g_step {start} -> {training.steps}."
     )
 
 
@@ -489,15 +552,15 @@ def image_grid(images: np.ndarray) -> np.ndarray:
 # curves and the pictures of every run side by side.
 
 
-def print_results(model: WGAN, centres: np.ndarray | None, seed: int) -> None:
+def print_results(model: WGAN, data: Data, seed: int) -> None:
     """Prints both counters and, on a mixture, the mode coverage at the end."""
     counters = kerasteps.step_counters(model)
     click.echo(
         f"Trained to g_step {counters['g_step']} with d_step {counters['d_step']} "
         f"({model.n_critic} critic updates per generator update)."
     )
-    if centres is not None:
-        print_coverage(model, centres, seed)
+    if data.centres is not None:
+        print_coverage(model, data, seed)
 
 
 def save_results(model: WGAN, folder: str, x: np.ndarray, seed: int) -> None:
@@ -523,6 +586,8 @@ def save_scatter(path: str, samples: np.ndarray, real: np.ndarray) -> None:
     axes.scatter(samples[:, 0], samples[:, 1], s=3, c="tab:orange", label="generated")
     axes.set_aspect("equal")
     axes.legend(loc="upper right", fontsize="small", markerscale=3)
+    if real.shape[1] > 2:
+        axes.set_title(f"the first 2 of {real.shape[1]} coordinates", fontsize="small")
     figure.savefig(path)
 
 
@@ -540,12 +605,25 @@ def save_grid(path: str, images: np.ndarray) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=2000, log_every=200, logdir="logs/wgan")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Train until g_step reaches STEPS (a resumed run continues up to it) "
+    "[default: 9000 for WGAN-GP on points, else 2000].",
+)
+@click.option(
+    "--log-every",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Log every N generator steps [default: a tenth of --steps].",
+)
+@common_options(steps=None, log_every=None, logdir="logs/wgan")
 @click.option(
     "--data",
     default="ring",
     show_default=True,
-    help="ring, grid, images, or the path of a .npy file of points or images.",
+    help="ring, grid, images, or the path of a .npy file of points (N, d) or images.",
 )
 @click.option(
     "--variant",
@@ -557,16 +635,16 @@ def save_grid(path: str, images: np.ndarray) -> None:
 @click.option(
     "--n-critic",
     type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Critic updates per generator update.",
+    default=None,
+    help="Critic updates per generator update [default: 3 for WGAN-GP on points, "
+    "else 5].",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=None,
-    help="Examples per critic batch (and per generator batch) [default: 128 on "
-    "points, 64 on images].",
+    help="Examples per critic batch (and per generator batch) [default: 256 for "
+    "WGAN-GP on points, 128 clipped points, 64 images].",
 )
 @click.option(
     "--base-filters",
@@ -580,15 +658,15 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--gradient-penalty",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Weight of the gradient penalty (gp only) [default: 1.0 on points, 10.0 "
-    "on images].",
+    help="Weight of the gradient penalty (gp only) [default: 0.1 on points, in "
+    "standardized units; 10.0 on images].",
 )
 @click.option(
     "--lr",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Learning rate [default: gp on points 2e-3 decaying to 1e-5, gp on "
-    "images 2e-4, clip 5e-5].",
+    help="Learning rate [default: gp on points 2e-3 decaying to 1e-5 (--lr "
+    "replaces the start), gp on images 2e-4, clip 5e-5].",
 )
 @click.option(
     "--steps-per-execution",
@@ -618,27 +696,28 @@ def main(
     log_to_console(logging.INFO)
     check_variant(variant, gradient_penalty)
     keras.utils.set_random_seed(seed)
-    x, centres = load_data(data, seed)
-    settings = choose_settings(data, x, variant, batch_size, gradient_penalty, lr)
-    check_one_step(x, n_critic, settings.batch_size)
-    model = build_wgan(x, settings, n_critic, base_filters, seed)
-    compile_wgan(model, settings, steps, steps_per_execution)
+    points = load_data(data, seed)
+    options = Options(steps, n_critic, batch_size, gradient_penalty, lr)
+    training = make_training(
+        points.x, variant, options, base_filters, seed, steps_per_execution
+    )
+    model, steps = training.model, training.steps
     # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
     run = start_run(model, logdir, steps, resume)
     if run.stop is None:
         return
-    callbacks = step_callbacks(run, x, centres, log_every, seed)
-    click.echo(describe(model, data, settings.batch_size, run.start, steps))
+    callbacks = step_callbacks(run, points, log_every or max(1, steps // 10), seed)
+    click.echo(describe(training, data, run.start))
     model.fit(
-        real_batches(x, settings.batch_size, n_critic, seed, run.start),
+        real_batches(points.x, training.batch_size, model.n_critic, seed, run.start),
         steps_per_epoch=steps - run.start,
         epochs=1,
         verbose=0,
         shuffle=False,  # the batches are shuffled (with the seed) already
         callbacks=callbacks,
     )
-    print_results(model, centres, seed)
-    save_results(model, run.folder, x, seed)
+    print_results(model, points, seed)
+    save_results(model, run.folder, points.x, seed)
     print_log_hint(run.folder)
 
 

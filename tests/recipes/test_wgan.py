@@ -58,38 +58,36 @@ def test_help_lists_the_common_options(name):
 
 
 def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
+    from kerasteps.models import PointSettings
     from kerasteps.recipes import wgan
 
     points, images = np.zeros((10, 2)), np.zeros((10, 28, 28, 1))
-
-    def chosen(data, x, variant="gp", batch_size=None, penalty=None, lr=None):
-        s = wgan.choose_settings(data, x, variant, batch_size, penalty, lr)
-        return (
-            s.latent_dim,
-            s.widths,
-            s.batch_size,
-            s.gradient_penalty,
-            s.clip_value,
-            s.learning_rate,
-            s.final_learning_rate,
-        )
-
-    assert chosen("ring", points) == (2, (64, 64, 64), 128, 1.0, None, 2e-3, 1e-5)
-    assert chosen("grid", points) == (2, (128,) * 3, 128, 1.0, None, 2e-3, 1e-5)
-    assert chosen("my.npy", points) == chosen("ring", points)
-    assert chosen("images", images) == (64, (), 64, 10.0, None, 2e-4, None)
-    # --lr replaces the decaying rate by a constant one.
-    assert chosen("ring", points, lr=1e-3)[5:] == (1e-3, None)
-    assert chosen("ring", points, batch_size=32, penalty=10.0)[2:4] == (32, 10.0)
-    # Clipping: no penalty, clip 0.01, RMSprop's constant 5e-5 unless --lr.
-    assert chosen("ring", points, "clip")[3:] == (None, 0.01, 5e-5, None)
-    assert chosen("images", images, "clip", lr=2e-3)[2:] == (
-        64,
-        None,
-        0.01,
-        2e-3,
-        None,
+    none = wgan.Options(None, None, None, None, None)
+    # WGAN-GP on points: PointSettings, each given option in place of its field.
+    assert wgan.uses_point_settings(points, "gp")
+    assert not wgan.uses_point_settings(points, "clip")
+    assert not wgan.uses_point_settings(images, "gp")
+    assert wgan.point_settings(none) == PointSettings()
+    given = wgan.point_settings(wgan.Options(500, 2, 64, 1.0, 1e-3))
+    assert given == PointSettings(
+        steps=500, n_critic=2, batch_size=64, gradient_penalty=1.0, learning_rate=1e-3
     )
+
+    def chosen(x, variant="gp", batch_size=None, penalty=None, lr=None):
+        options = wgan.Options(None, None, batch_size, penalty, lr)
+        s = wgan.choose_settings(x, variant, options)
+        return s.latent_dim, s.widths, s.batch_size, s.gradient_penalty, s.clip_value
+
+    assert chosen(images) == (64, (), 64, 10.0, None)
+    assert wgan.choose_settings(images, "gp", none).learning_rate == 2e-4
+    assert chosen(images, batch_size=32, penalty=5.0)[2:4] == (32, 5.0)
+    # Clipping: no penalty, clip 0.01, RMSprop's constant 5e-5 unless --lr.
+    assert chosen(points, "clip") == (2, (128,) * 3, 128, None, 0.01)
+    assert chosen(images, "clip")[3:] == (None, 0.01)
+    assert wgan.choose_settings(images, "clip", none).learning_rate == 5e-5
+    assert wgan.choose_settings(
+        images, "clip", none._replace(lr=2e-3)
+    ).learning_rate == (2e-3)
 
 
 def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
@@ -130,7 +128,8 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     accumulator.Reload()
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
-        "WGAN-GP (gradient penalty 1) on ring: n_critic 3, batch 32, g_step 0 -> 40."
+        "WGAN-GP for points (penalty 0.1 in standardized units, mixture latent of "
+        "100 components) on ring: n_critic 3, batch 32, g_step 0 -> 40."
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
@@ -191,6 +190,32 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
     assert (
         "expected ring, grid, images or a .npy file, received 'moons'" in result.output
     )
+    line = tmp_path / "line.npy"
+    np.save(line, np.zeros((1000, 1), dtype="float32"))
+    result = CliRunner().invoke(
+        main, ["run", "wgan", "--data", str(line), "--logdir", str(tmp_path / "w")]
+    )
+    assert result.exit_code == 2
+    assert "points must have shape (N, d), d >= 2; received (1000, 1)" in result.output
+    assert not (tmp_path / "w").exists()
+
+
+def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
+    path = tmp_path / "points.npy"
+    np.save(path, np.random.default_rng(0).normal(size=(1000, 3)).astype("float32"))
+    logdir = tmp_path / "w3"
+    result = run(
+        "wgan",
+        *("--data", str(path), "--steps", "4", "--batch-size", "16"),
+        *("--steps-per-execution", "2"),
+        *("--logdir", str(logdir)),
+    )
+    assert "mixture latent of 125 components) on " in result.output
+    assert "Trained to g_step 4 with d_step 12" in result.output
+    assert "Mode coverage" not in result.output  # no known modes
+    records = read_jsonl(logdir / "run-1" / "log.jsonl")
+    assert [r["step"] for r in records] == [2, 4]  # --log-every: a tenth, at least 1
+    assert_png(logdir / "run-1" / "samples.png", (500, 500))
 
 
 def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):

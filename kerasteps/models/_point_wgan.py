@@ -1,0 +1,80 @@
+"""The generator, critic and optimizers of `WGAN.for_points` (private)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import keras
+import numpy as np
+
+from kerasteps.models.mixture_latent import MixtureLatent
+from kerasteps.models.point_settings import PointSettings
+
+
+class Standardization(NamedTuple):
+    """Points' mean per coordinate and one standard deviation over all of them."""
+
+    mean: np.ndarray  # (d,)
+    std: float
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> Standardization:
+        mean = x.mean(axis=0)
+        std = float(np.sqrt(((x - mean) ** 2).mean()))
+        return cls(mean, std if std > 0 else 1.0)
+
+    def layer(self, invert: bool) -> keras.layers.Normalization:
+        """`(x - mean) / std`, or its inverse, as a layer saved with the model."""
+        variance = np.full_like(self.mean, self.std**2)
+        return keras.layers.Normalization(
+            mean=self.mean.tolist(), variance=variance.tolist(), invert=invert
+        )
+
+
+def check_points(x: Any) -> np.ndarray:
+    """`x` as float64 points `(N, d)` of finite numbers, or raises `ValueError`."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2 or not np.isfinite(x).all():
+        raise ValueError(
+            "`x` must be at least 2 points of shape (N, d) with finite values, "
+            f"received shape {x.shape}."
+        )
+    return x
+
+
+def networks(
+    x: np.ndarray, settings: PointSettings
+) -> tuple[keras.Model, keras.Model, Standardization]:
+    """The generator (mixture latent, MLP, back to the data's units) and the critic
+    (to standardized units, MLP, score times the data's std)."""
+    scaling = Standardization.of(x)
+    dim = x.shape[1]
+    latent = MixtureLatent.grid(
+        dim, settings.components, scale=settings.component_scale, name="mixture_latent"
+    )
+    generator = keras.Sequential(
+        [keras.Input((dim + 1,)), latent, *_dense(settings.widths, dim)]
+        + [scaling.layer(invert=True)],
+        name="point_generator",
+    )
+    # A critic of `std * h(standardized x)` has the gradient of `h` itself, so the
+    # penalty (weighted by `std` as well) and Adam see the same numbers at any scale.
+    critic = keras.Sequential(
+        [keras.Input((dim,)), scaling.layer(invert=False)]
+        + [*_dense(settings.widths, 1), keras.layers.Rescaling(scaling.std)],
+        name="point_critic",
+    )
+    return generator, critic, scaling
+
+
+def _dense(widths: tuple[int, ...], outputs: int) -> list[keras.Layer]:
+    hidden = [keras.layers.Dense(width, activation="relu") for width in widths]
+    return [*hidden, keras.layers.Dense(outputs)]
+
+
+def adam(settings: PointSettings, updates: int) -> keras.optimizers.Adam:
+    """Adam(beta_1 0.5, beta_2 0.9), its rate decaying linearly over `updates`."""
+    rate = keras.optimizers.schedules.PolynomialDecay(
+        settings.learning_rate, updates, settings.final_learning_rate
+    )
+    return keras.optimizers.Adam(rate, beta_1=0.5, beta_2=0.9)

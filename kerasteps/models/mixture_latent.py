@@ -1,0 +1,168 @@
+"""`MixtureLatent`: a layer that turns Gaussian noise into a Gaussian mixture's draw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+
+from kerasteps._validate import check_int, check_positive_number
+
+__all__ = ["MixtureLatent"]
+
+
+@keras.saving.register_keras_serializable(package="kerasteps")
+class MixtureLatent(keras.layers.Layer):
+    """Maps standard normal noise to a draw of a fixed mixture of small Gaussians.
+
+    A generator that starts from one connected Gaussian latent must draw points
+    *between* the separate modes of multi-modal data: a continuous map of a
+    connected set is connected. Put this layer first in the generator and its
+    latent is a mixture of `K` separate small Gaussians instead, so that each
+    mode of the data can be the image of its own components.
+
+    The input holds `d + 1` standard normal numbers per example. The last one
+    picks the component, `k` with probability `probabilities[k]` (through the normal
+    CDF, so a standard normal input gives exactly those probabilities); the
+    first `d` give the position, `centres[k] + scale * z[:d]`. The layer has
+    no trainable weights; its centres, probabilities and scale are saved in its
+    config.
+
+    `WGAN.for_points` puts one, `MixtureLatent.grid(d)`, in front of its
+    generator: equal components on a regular grid in the standardized data's
+    range.
+
+    Input shape: `(batch, d + 1)`. Output shape: `(batch, d)`.
+
+    Args:
+        centres: `K` centres of dimension `d`, array-like of shape `(K, d)`.
+        probabilities: `K` probabilities of the components (non-negative,
+            normalized here), or `None` for equal ones. Defaults to `None`.
+        scale: Standard deviation of every component, a number > 0.
+            Defaults to `0.1`.
+        **kwargs: Passed to `keras.layers.Layer` (e.g. `name`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kerasteps.models import MixtureLatent
+    >>> layer = MixtureLatent([[-1.0, 0.0], [1.0, 0.0]], scale=0.01)
+    >>> z = np.random.default_rng(0).standard_normal((1000, 3)).astype("float32")
+    >>> points = np.asarray(layer(z))
+    >>> points.shape, sorted(set(np.round(points[:, 0]).tolist()))
+    ((1000, 2), [-1.0, 1.0])
+    """
+
+    def __init__(
+        self,
+        centres: Any,
+        probabilities: Any = None,
+        scale: float = 0.1,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        centres = np.asarray(centres, dtype="float32")
+        if centres.ndim != 2 or not centres.size or not np.isfinite(centres).all():
+            raise ValueError(
+                "`centres` must be finite numbers of shape (K, d) with K, d >= 1, "
+                f"received shape {centres.shape}."
+            )
+        if probabilities is None:
+            probabilities = np.ones(len(centres))
+        p = np.asarray(probabilities, dtype="float64")
+        if (
+            p.shape != (len(centres),)
+            or not np.isfinite(p).all()
+            or (p < 0).any()
+            or p.sum() <= 0
+        ):
+            raise ValueError(
+                f"`probabilities` must be {len(centres)} non-negative numbers, one "
+                f"per centre, not all zero; received {p.tolist()!r}."
+            )
+        self.centres = centres
+        self.probabilities = p / p.sum()
+        self.scale = check_positive_number("scale", scale)
+        # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
+        self._bounds = np.cumsum(self.probabilities)[:-1].astype("float32")
+
+    @property
+    def dim(self) -> int:
+        """The dimension `d` of the points."""
+        return int(self.centres.shape[1])
+
+    def call(self, inputs: Any) -> Any:
+        ops = keras.ops
+        inputs = ops.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        position, choice = inputs[:, : self.dim], inputs[:, self.dim]
+        cdf = 0.5 * (1.0 + ops.erf(ops.cast(choice, "float32") / np.sqrt(2.0)))
+        bounds = ops.convert_to_tensor(self._bounds)
+        component = ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
+        centres = ops.cast(ops.convert_to_tensor(self.centres), self.compute_dtype)
+        return ops.take(centres, component, axis=0) + self.scale * position
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], self.dim)
+
+    def get_config(self) -> dict[str, Any]:
+        """Returns the constructor arguments: centres, probabilities and scale."""
+        return {
+            **super().get_config(),
+            "centres": self.centres.tolist(),
+            "probabilities": self.probabilities.tolist(),
+            "scale": self.scale,
+        }
+
+    @classmethod
+    def grid(
+        cls,
+        dim: int,
+        components: int = 100,
+        extent: float = 2.0,
+        scale: float = 0.1,
+        **kwargs: Any,
+    ) -> MixtureLatent:
+        """Equal components on a regular grid over `[-extent, extent]^dim`.
+
+        The grid has `n = max(2, round(components ** (1 / dim)))` points per axis
+        (`n ** dim` components: 100 for `dim=2`, 125 for 3, 81 for 4) and each
+        component's standard deviation is `scale` times the grid's spacing,
+        `2 * extent / (n - 1)`.
+
+        Args:
+            dim: Int >= 1, the dimension of the points.
+            components: Int >= 1, about how many components. Defaults to `100`.
+            extent: Half the width of the grid, > 0. Defaults to `2.0`.
+            scale: Component standard deviation over grid spacing, > 0.
+                Defaults to `0.1`.
+            **kwargs: Passed to the layer (e.g. `name`).
+
+        Returns:
+            A `MixtureLatent` of dimension `dim`.
+
+        Raises:
+            ValueError: for a bad argument, or more than 10,000 components.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> layer = MixtureLatent.grid(2)
+        >>> layer.centres.shape, round(layer.scale, 4)
+        ((100, 2), 0.0444)
+        """
+        dim = check_int("dim", dim)
+        components = check_int("components", components)
+        extent = check_positive_number("extent", extent)
+        per_axis = max(2, round(components ** (1.0 / dim)))
+        if per_axis**dim > 10_000:
+            raise ValueError(
+                f"A grid of {per_axis} points per axis in {dim} dimensions has "
+                f"{per_axis**dim} components, more than 10,000; pass centres to "
+                "`MixtureLatent(centres, ...)` instead."
+            )
+        axis = np.linspace(-extent, extent, per_axis)
+        centres = np.stack(np.meshgrid(*[axis] * dim, indexing="ij"), -1)
+        spacing = 2.0 * extent / (per_axis - 1)
+        scale = check_positive_number("scale", scale) * spacing
+        return cls(centres.reshape(-1, dim), scale=scale, **kwargs)

@@ -1,0 +1,52 @@
+"""`PointSettings`: what `WGAN.for_points` builds and trains a point WGAN with."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["PointSettings"]
+
+
+class PointSettings(NamedTuple):
+    """The settings of a WGAN-GP for points `(N, d)`, as `WGAN.for_points` uses them.
+
+    The defaults are the ones measured best on the 2-D ring and grid mixtures
+    (`benchmarks/wgan_quality.py`; the README's WGAN section has the figures).
+    They hold in the units of the *standardized* data (mean 0, one standard
+    deviation of 1 over all coordinates), which `WGAN.for_points` trains in,
+    so they do not depend on the data's scale.
+
+    Attributes:
+        components: About how many components the generator's mixture latent
+            has (`MixtureLatent.grid`: 100 on a 10x10 grid for 2-D points).
+            Default 100.
+        component_scale: Standard deviation of each component over the grid's
+            spacing. Default 0.1.
+        widths: Hidden layer widths of both MLPs (ReLU). Default
+            `(128, 128, 128)`.
+        n_critic: Critic updates per generator update. Default 3.
+        batch_size: Examples per critic batch and per generator batch.
+            Default 256.
+        gradient_penalty: Penalty weight, in standardized units. Default 0.1.
+        learning_rate: Adam's learning rate (beta_1 0.5, beta_2 0.9) at the
+            start. Default 2e-3.
+        final_learning_rate: Reached linearly at `steps`. Default 1e-5.
+        steps: Generator steps of a run, and of the learning-rate schedule.
+            Default 9000.
+
+    Example:
+
+    >>> from kerasteps.models import PointSettings
+    >>> PointSettings().n_critic, PointSettings(steps=3000).steps
+    (3, 3000)
+    """
+
+    components: int = 100
+    component_scale: float = 0.1
+    widths: tuple[int, ...] = (128, 128, 128)
+    n_critic: int = 3
+    batch_size: int = 256
+    gradient_penalty: float = 0.1
+    learning_rate: float = 2e-3
+    final_learning_rate: float = 1e-5
+    steps: int = 9000

@@ -1,0 +1,130 @@
+"""Tests for `WGAN.for_points`, `PointSettings` and `MixtureLatent`.
+
+The point defaults are pinned here (what `for_points` builds and compiles); how well
+they train is measured by `benchmarks/wgan_quality.py`, not by a test. A few real
+`fit` steps on 2000 points; about 10 s on a quiet 2-core CPU.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import kerasteps
+from kerasteps import mixtures
+from kerasteps.models import WGAN, MixtureLatent, PointSettings
+
+pytestmark = pytest.mark.neutral
+
+
+@pytest.fixture(scope="module")
+def grid():
+    x, _ = mixtures.grid_of_gaussians(2000, spacing=2.0, std=0.05, seed=0)
+    return x
+
+
+def fit(model, x, settings, steps):
+    batches = WGAN.make_dataset(
+        x, settings.batch_size, settings.n_critic, seed=0, repeat=True
+    )
+    model.fit(batches, steps_per_epoch=steps, verbose=0)
+
+
+def schedule(optimizer):
+    config = optimizer.get_config()["learning_rate"]["config"]
+    return (
+        config["initial_learning_rate"],
+        config["decay_steps"],
+        config["end_learning_rate"],
+        config["power"],
+    )
+
+
+def test_point_defaults_are_the_ones_used(grid):
+    settings = PointSettings()
+    assert settings == (100, 0.1, (128, 128, 128), 3, 256, 0.1, 2e-3, 1e-5, 9000)
+    model = WGAN.for_points(grid, seed=0)
+    std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
+    assert (model.n_critic, model.latent_dim) == (3, 3)
+    assert model.gradient_penalty == pytest.approx(0.1 * std, rel=1e-6)
+    latent = model.generator.get_layer("mixture_latent")
+    assert latent.centres.shape == (100, 2)
+    assert latent.centres.min() == -2.0 and latent.centres.max() == 2.0
+    assert latent.scale == pytest.approx(0.1 * 4.0 / 9.0)
+    for network in (model.generator, model.critic):
+        dense = [layer for layer in network._flatten_layers() if "dense" in layer.name]
+        assert [layer.units for layer in dense][:3] == [128, 128, 128]
+        assert all(layer.activation.__name__ == "relu" for layer in dense[:3])
+    assert schedule(model.g_optimizer) == (2e-3, 9000, 1e-5, 1.0)
+    assert schedule(model.d_optimizer) == (2e-3, 27000, 1e-5, 1.0)
+    for optimizer in (model.g_optimizer, model.d_optimizer):
+        assert (optimizer.beta_1, optimizer.beta_2) == (0.5, 0.9)
+
+
+def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
+    """Data 10x larger trains to samples 10x larger: the settings are in
+    standardized units (only Adam's epsilon sees the scale)."""
+    settings = PointSettings(components=9, widths=(16, 16), batch_size=32, steps=4)
+    samples = []
+    for scale in (1.0, 10.0):
+        keras.utils.set_random_seed(0)
+        model = WGAN.for_points(grid * scale, settings, seed=0)
+        fit(model, grid * scale, settings, 4)
+        assert model.step_counters() == {"d_step": 12, "g_step": 4}
+        samples.append(model.generate(50, seed=1))
+    np.testing.assert_allclose(samples[1], 10.0 * samples[0], rtol=1e-3, atol=1e-3)
+    path = tmp_path / "points.keras"
+    model.save(path)
+    loaded = kerasteps.load_model(path)
+    np.testing.assert_array_equal(loaded.generate(50, seed=1), samples[1])
+    assert loaded.generator.get_layer("mixture_latent").scale == pytest.approx(0.2)
+
+
+def test_for_points_trains_points_of_3_dimensions():
+    x = np.random.default_rng(0).normal(size=(500, 3)).astype("float32")
+    settings = PointSettings(widths=(8,), batch_size=16, steps=2)
+    model = WGAN.for_points(x, settings, seed=0)
+    fit(model, x, settings, 2)
+    assert model.latent_dim == 4
+    assert model.generator.get_layer("mixture_latent").centres.shape == (125, 3)
+    assert model.generate(7, seed=0).shape == (7, 3)
+
+
+@pytest.mark.parametrize(
+    "x, match",
+    [
+        (np.zeros((10,)), r"shape \(N, d\).*received shape \(10,\)"),
+        (np.array([[0.0, np.nan], [1.0, 1.0]]), "finite"),
+    ],
+)
+def test_for_points_refuses_what_is_not_points(x, match):
+    with pytest.raises(ValueError, match=match):
+        WGAN.for_points(x)
+
+
+def test_mixture_latent_draws_each_component_with_its_probability():
+    layer = MixtureLatent([[0.0, 0.0], [10.0, 0.0], [20.0, 0.0]], [0.5, 0.3, 0.2])
+    z = np.random.default_rng(0).standard_normal((20_000, 3)).astype("float32")
+    points = keras.ops.convert_to_numpy(layer(z))
+    component = np.round(points[:, 0] / 10.0).astype(int)
+    np.testing.assert_allclose(
+        np.bincount(component) / len(z), [0.5, 0.3, 0.2], atol=0.01
+    )
+    spread = points - 10.0 * component[:, None] * np.array([1.0, 0.0])
+    np.testing.assert_allclose(spread.std(axis=0), [0.1, 0.1], rtol=0.05)
+    copy = MixtureLatent.from_config(layer.get_config())
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(copy(z)), points)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: MixtureLatent([1.0, 2.0]), r"`centres` must be .* shape \(2,\)"),
+        (lambda: MixtureLatent([[0.0], [1.0]], [1.0]), "`probabilities` must be 2"),
+        (lambda: MixtureLatent([[0.0], [1.0]], [1.0, -1.0]), "non-negative"),
+        (lambda: MixtureLatent([[0.0]], scale=0), "`scale` must be a finite number"),
+        (lambda: MixtureLatent.grid(14), "16384 components, more than 10,000"),
+    ],
+)
+def test_mixture_latent_refuses_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

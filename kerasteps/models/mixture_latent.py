@@ -68,24 +68,44 @@ class MixtureLatent(keras.layers.Layer):
                 "`centres` must be finite numbers of shape (K, d) with K, d >= 1, "
                 f"received shape {centres.shape}."
             )
-        if probabilities is None:
-            probabilities = np.ones(len(centres))
-        p = np.asarray(probabilities, dtype="float64")
-        if (
-            p.shape != (len(centres),)
-            or not np.isfinite(p).all()
-            or (p < 0).any()
-            or p.sum() <= 0
-        ):
-            raise ValueError(
-                f"`probabilities` must be {len(centres)} non-negative numbers, one "
-                f"per centre, not all zero; received {p.tolist()!r}."
-            )
         self.centres = centres
-        self.probabilities = p / p.sum()
         self.scale = check_positive_number("scale", scale)
-        # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
-        self._bounds = np.cumsum(self.probabilities)[:-1].astype("float32")
+        # A variable, so that checkpoints and `.keras` weights carry what
+        # `assign_probabilities` (e.g. `reweight_mixture`) sets after training.
+        self.probabilities = self.add_weight(
+            shape=(len(centres),),
+            initializer="ones",
+            dtype="float32",
+            trainable=False,
+            name="probabilities",
+        )
+        self.assign_probabilities(
+            np.ones(len(centres)) if probabilities is None else probabilities
+        )
+
+    def assign_probabilities(self, probabilities: Any) -> None:
+        """Sets the components' probabilities (non-negative, normalized here).
+
+        Args:
+            probabilities: `K` non-negative numbers, not all zero.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from kerasteps.models import MixtureLatent
+        >>> layer = MixtureLatent([[0.0], [1.0]])
+        >>> layer.assign_probabilities([3, 1])
+        >>> np.asarray(layer.probabilities).tolist()
+        [0.75, 0.25]
+        """
+        k = len(self.centres)
+        p = np.asarray(probabilities, dtype="float64")
+        if p.shape != (k,) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
+            raise ValueError(
+                f"`probabilities` must be {k} non-negative numbers, one per centre, "
+                f"not all zero; received {p.tolist()!r}."
+            )
+        self.probabilities.assign((p / p.sum()).astype("float32"))
 
     @property
     def dim(self) -> int:
@@ -97,7 +117,8 @@ class MixtureLatent(keras.layers.Layer):
         inputs = ops.convert_to_tensor(inputs, dtype=self.compute_dtype)
         position, choice = inputs[:, : self.dim], inputs[:, self.dim]
         cdf = 0.5 * (1.0 + ops.erf(ops.cast(choice, "float32") / np.sqrt(2.0)))
-        bounds = ops.convert_to_tensor(self._bounds)
+        # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
+        bounds = ops.cumsum(ops.convert_to_tensor(self.probabilities))[:-1]
         component = ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
         centres = ops.cast(ops.convert_to_tensor(self.centres), self.compute_dtype)
         return ops.take(centres, component, axis=0) + self.scale * position
@@ -110,7 +131,7 @@ class MixtureLatent(keras.layers.Layer):
         return {
             **super().get_config(),
             "centres": self.centres.tolist(),
-            "probabilities": self.probabilities.tolist(),
+            "probabilities": keras.ops.convert_to_numpy(self.probabilities).tolist(),
             "scale": self.scale,
         }
 

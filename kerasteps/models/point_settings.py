@@ -18,8 +18,8 @@ class PointSettings(NamedTuple):
 
     Attributes:
         components: About how many components the generator's mixture latent
-            has (`MixtureLatent.grid`: 100 on a 10x10 grid for 2-D points).
-            Default 100.
+            has (`MixtureLatent.grid`: 400 on a 20x20 grid for 2-D points, 343
+            for 3-D). Default 400.
         component_scale: Standard deviation of each component over the grid's
             spacing. Default 0.1.
         widths: Hidden layer widths of both MLPs (ReLU). Default
@@ -32,7 +32,7 @@ class PointSettings(NamedTuple):
             start. Default 2e-3.
         final_learning_rate: Reached linearly at `steps`. Default 1e-5.
         steps: Generator steps of a run, and of the learning-rate schedule.
-            Default 9000.
+            Default 5000.
 
     Example:
 
@@ -41,7 +41,7 @@ class PointSettings(NamedTuple):
     (3, 3000)
     """
 
-    components: int = 100
+    components: int = 400
     component_scale: float = 0.1
     widths: tuple[int, ...] = (128, 128, 128)
     n_critic: int = 3
@@ -49,4 +49,4 @@ class PointSettings(NamedTuple):
     gradient_penalty: float = 0.1
     learning_rate: float = 2e-3
     final_learning_rate: float = 1e-5
-    steps: int = 9000
+    steps: int = 5000

@@ -223,8 +223,12 @@ class WGAN(_BackendSteps, keras.Model):
           updates).
 
         Train it for `settings.steps` steps on `WGAN.make_dataset(x,
-        settings.batch_size, settings.n_critic)`. Everything, the latent's
-        components and the data's scale included, is saved in `.keras` files.
+        settings.batch_size, settings.n_critic)`, then call
+        `kerasteps.models.reweight_mixture(model, x)`: it gives each component
+        of the latent the share of the data nearest to where the generator
+        sends it, so that every mode is drawn as often as the data has it.
+        Everything, the latent's components and probabilities and the data's
+        scale included, is saved in `.keras` files.
 
         Args:
             x: The training points, array-like of shape `(N, d)`, finite.

@@ -186,12 +186,14 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #
 # - both work in standardized units (the data's mean, and one standard deviation over
 #   all coordinates, saved in the model), so the same settings fit data of any scale;
-# - the generator's noise is a mixture of 100 small Gaussians at k-means clusters of
-#   the data, each drawn as often as its cluster holds data (`MixtureLatent`): the
-#   generator need not draw points between separate modes, which a single Gaussian
-#   forces it to; it still learns where each component goes (it starts random);
+# - the generator's noise is a mixture of 400 equal, separate small Gaussians on a
+#   20x20 grid (`MixtureLatent`; about 400 in any dimension): the generator need not
+#   draw points between separate modes, which a single Gaussian forces it to (a
+#   continuous map of a connected set is connected); it learns where each component
+#   goes (it starts random);
 # - ReLU MLPs of 3x128 for both, `n_critic` 3, batch 256, penalty weight 0.1, and
-#   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps.
+#   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
+#   (5000 by default).
 #
 # These are what measured best on PacGAN's ring and grid (`benchmarks/
 # wgan_quality.py`; the README's `wgan` section has the figures). An option given on
@@ -252,6 +254,7 @@ class Training(NamedTuple):
     steps: int
     batch_size: int
     kind: str  # e.g. "WGAN-GP (gradient penalty 10)"
+    reweight: bool = False  # reweight the mixture by the data after training
 
 
 def uses_point_settings(x: np.ndarray, variant: str) -> bool:
@@ -326,7 +329,7 @@ def make_training(
             f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
             f"standardized units, mixture latent of {len(latent.centres)} components)"
         )
-        return Training(model, settings.steps, settings.batch_size, kind)
+        return Training(model, settings.steps, settings.batch_size, kind, True)
     settings = choose_settings(x, variant, options)
     n_critic = options.n_critic or N_CRITIC
     check_one_step(x, n_critic, settings.batch_size)
@@ -449,6 +452,14 @@ def print_coverage(model: WGAN, data: Data, seed: int) -> None:
 # the steps before it consumed (`skip_consumed`), so it sees the batches that an
 # uninterrupted run would. With --steps-per-execution K, Keras runs K generator steps
 # per compiled call, and the callbacks act at the boundaries of those calls.
+#
+# After the last step, a point WGAN's mixture is reweighted by the data
+# (`reweight_mixture`): the generator cannot change how often each of its noise
+# components is drawn, so a mode that received more components than another would be
+# drawn more often, and a component left between modes would draw points there. Each
+# component now gets the share of the training points nearest to where it goes. The
+# networks do not change; the final coverage, `model.keras` and `samples.png` are
+# those of the reweighted model (the checkpoints, written during training, are not).
 
 
 def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]:
@@ -487,6 +498,14 @@ def real_batches(
         x, batch_size, n_critic=n_critic, seed=seed, repeat=True
     )
     return skip_consumed(dataset, start)
+
+
+def finish(training: Training, x: np.ndarray) -> None:
+    """Reweights a point WGAN's mixture by the data, once training is over."""
+    from kerasteps.models import reweight_mixture
+
+    if training.reweight:
+        reweight_mixture(training.model, x)
 
 
 def describe(training: Training, data: str, start: int) -> str:
@@ -610,7 +629,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     type=click.IntRange(min=1),
     default=None,
     help="Train until g_step reaches STEPS (a resumed run continues up to it) "
-    "[default: 9000 for WGAN-GP on points, else 2000].",
+    "[default: 5000 for WGAN-GP on points, else 2000].",
 )
 @click.option(
     "--log-every",
@@ -716,6 +735,7 @@ def main(
         shuffle=False,  # the batches are shuffled (with the seed) already
         callbacks=callbacks,
     )
+    finish(training, points.x)
     print_results(model, points, seed)
     save_results(model, run.folder, points.x, seed)
     print_log_hint(run.folder)

@@ -11,7 +11,7 @@ import pytest
 
 import kerasteps
 from kerasteps import mixtures
-from kerasteps.models import WGAN, MixtureLatent, PointSettings
+from kerasteps.models import WGAN, MixtureLatent, PointSettings, reweight_mixture
 
 pytestmark = pytest.mark.neutral
 
@@ -41,21 +41,21 @@ def schedule(optimizer):
 
 def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
-    assert settings == (100, 0.1, (128, 128, 128), 3, 256, 0.1, 2e-3, 1e-5, 9000)
+    assert settings == (400, 0.1, (128, 128, 128), 3, 256, 0.1, 2e-3, 1e-5, 5000)
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
     assert (model.n_critic, model.latent_dim) == (3, 3)
     assert model.gradient_penalty == pytest.approx(0.1 * std, rel=1e-6)
     latent = model.generator.get_layer("mixture_latent")
-    assert latent.centres.shape == (100, 2)
+    assert latent.centres.shape == (400, 2)
     assert latent.centres.min() == -2.0 and latent.centres.max() == 2.0
-    assert latent.scale == pytest.approx(0.1 * 4.0 / 9.0)
+    assert latent.scale == pytest.approx(0.1 * 4.0 / 19.0)
     for network in (model.generator, model.critic):
         dense = [layer for layer in network._flatten_layers() if "dense" in layer.name]
         assert [layer.units for layer in dense][:3] == [128, 128, 128]
         assert all(layer.activation.__name__ == "relu" for layer in dense[:3])
-    assert schedule(model.g_optimizer) == (2e-3, 9000, 1e-5, 1.0)
-    assert schedule(model.d_optimizer) == (2e-3, 27000, 1e-5, 1.0)
+    assert schedule(model.g_optimizer) == (2e-3, 5000, 1e-5, 1.0)
+    assert schedule(model.d_optimizer) == (2e-3, 15000, 1e-5, 1.0)
     for optimizer in (model.g_optimizer, model.d_optimizer):
         assert (optimizer.beta_1, optimizer.beta_2) == (0.5, 0.9)
 
@@ -72,11 +72,36 @@ def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
         assert model.step_counters() == {"d_step": 12, "g_step": 4}
         samples.append(model.generate(50, seed=1))
     np.testing.assert_allclose(samples[1], 10.0 * samples[0], rtol=1e-3, atol=1e-3)
+    probabilities = reweight_mixture(model, grid * 10.0)
     path = tmp_path / "points.keras"
     model.save(path)
     loaded = kerasteps.load_model(path)
-    np.testing.assert_array_equal(loaded.generate(50, seed=1), samples[1])
+    latent = loaded.generator.get_layer("mixture_latent")
+    np.testing.assert_array_equal(np.asarray(latent.probabilities), probabilities)
+    np.testing.assert_array_equal(
+        loaded.generate(50, seed=1), model.generate(50, seed=1)
+    )
     assert loaded.generator.get_layer("mixture_latent").scale == pytest.approx(0.2)
+
+
+def test_reweight_mixture_weights_components_by_the_data():
+    """Components at two clusters of data (3:1) and one between them: the weights
+    become the clusters' shares, and the component off the data is not drawn."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0.0, 0.1, (300, 2)), rng.normal(0.0, 0.1, (100, 2))])
+    x[300:, 0] += 10.0
+    latent = MixtureLatent(
+        [[0.0, 0.0], [5.0, 0.0], [10.0, 0.0]], scale=0.1, name="mixture_latent"
+    )
+    generator = keras.Sequential([keras.Input((3,)), latent])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model = WGAN(generator, critic, latent_dim=3)
+    probabilities = reweight_mixture(model, x)
+    np.testing.assert_allclose(probabilities, [0.75, 0.0, 0.25], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(latent.probabilities), probabilities)
+    samples = model.generate(4000, seed=0)
+    assert abs((samples[:, 0] > 5.0).mean() - 0.25) < 0.02
+    assert not ((samples[:, 0] > 2.5) & (samples[:, 0] < 7.5)).any()
 
 
 def test_for_points_trains_points_of_3_dimensions():
@@ -85,7 +110,7 @@ def test_for_points_trains_points_of_3_dimensions():
     model = WGAN.for_points(x, settings, seed=0)
     fit(model, x, settings, 2)
     assert model.latent_dim == 4
-    assert model.generator.get_layer("mixture_latent").centres.shape == (125, 3)
+    assert model.generator.get_layer("mixture_latent").centres.shape == (343, 3)
     assert model.generate(7, seed=0).shape == (7, 3)
 
 

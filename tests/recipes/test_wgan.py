@@ -129,7 +129,7 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
         "WGAN-GP for points (penalty 0.1 in standardized units, mixture latent of "
-        "100 components) on ring: n_critic 3, batch 32, g_step 0 -> 40."
+        "400 components) on ring: n_critic 3, batch 32, g_step 0 -> 40."
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
@@ -210,7 +210,7 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
         *("--steps-per-execution", "2"),
         *("--logdir", str(logdir)),
     )
-    assert "mixture latent of 125 components) on " in result.output
+    assert "mixture latent of 343 components) on " in result.output
     assert "Trained to g_step 4 with d_step 12" in result.output
     assert "Mode coverage" not in result.output  # no known modes
     records = read_jsonl(logdir / "run-1" / "log.jsonl")

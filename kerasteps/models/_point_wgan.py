@@ -83,26 +83,24 @@ def adam(settings: PointSettings, updates: int) -> keras.optimizers.Adam:
 def reweight_mixture(
     model: Any, x: Any, samples: int = 64, seed: int | None = 0
 ) -> np.ndarray:
-    """Gives each mixture component of a point WGAN its weight in the data.
+    """Gives each mixture component of a point WGAN its share of the data.
 
     A trained generator of `WGAN.for_points` sends each component of its
     `MixtureLatent` to one place; it cannot change how often a component is
     drawn. So a mode that received 19 components is drawn more often than one
     that received 13, and a component left between modes draws points there.
-    This measures where each component goes and how wide (the mean and the
-    spread of `samples` of its outputs, taken as a round Gaussian), then sets
-    the components' probabilities to the mixture weights under which the data
-    is most likely (expectation-maximization over the weights alone, on at most
-    20,000 points of `x`): modes are drawn as often as the data has them, and a
-    component that draws away from the data is seldom drawn. The networks do
-    not change; call it after training, with the training data.
+    This measures where each component goes (the mean of `samples` of its
+    outputs), gives every point of `x` to the nearest of those places, and
+    sets each component's probability to its share of `x`: every region of
+    the data is drawn as often as the data has it, and a component that no
+    point is nearest to is never drawn. The networks do not change; call it
+    after training, with the training data.
 
     Args:
         model: A `WGAN` built by `WGAN.for_points`.
         x: Points of shape `(N, d)`, the training data.
-        samples: Int >= 2, outputs drawn per component. Defaults to `64`.
-        seed: Optional int seed of those draws and of the subsample. Defaults
-            to `0`.
+        samples: Int >= 1, outputs drawn per component. Defaults to `64`.
+        seed: Optional int seed of those draws. Defaults to `0`.
 
     Returns:
         The new probabilities, shape `(K,)`.
@@ -118,38 +116,19 @@ def reweight_mixture(
     ((9,), 1.0)
     """
     x = check_points(x)
-    rng = np.random.default_rng(seed)
-    means, variances = _component_shapes(model, samples, rng)
-    # At most 20,000 points, fewer with many components (memory: points x K).
-    points = max(1000, min(_REWEIGHT_POINTS, 8_000_000 // len(means)))
-    if len(x) > points:
-        x = x[rng.choice(len(x), points, replace=False)]
-    floor = 1e-8 * float(((x - x.mean(axis=0)) ** 2).mean()) + 1e-30
-    variances = np.maximum(variances, floor)
-    # log N(x; mean_k, variance_k I), up to a constant, for every point and component.
-    d2 = (x**2).sum(1)[:, None] - 2.0 * x @ means.T + (means**2).sum(1)[None, :]
-    log_density = -0.5 * d2 / variances - 0.5 * x.shape[1] * np.log(variances)
-    log_density -= log_density.max(axis=1, keepdims=True)
-    density = np.exp(log_density)
-    p = np.full(len(means), 1.0 / len(means))
-    for _ in range(_EM_ITERATIONS):
-        responsibility = density * p
-        responsibility /= responsibility.sum(axis=1, keepdims=True)
-        p = responsibility.mean(axis=0)
+    means = _component_means(model, samples, np.random.default_rng(seed))
+    counts = np.zeros(len(means))
+    for start in range(0, len(x), 4096):
+        chunk = x[start : start + 4096]
+        d2 = (chunk**2).sum(1)[:, None] - 2.0 * chunk @ means.T + (means**2).sum(1)
+        counts += np.bincount(d2.argmin(axis=1), minlength=len(means))
     latent = model.generator.get_layer("mixture_latent")
-    latent.assign_probabilities(p)
+    latent.assign_probabilities(counts)
     return keras.ops.convert_to_numpy(latent.probabilities)
 
 
-_REWEIGHT_POINTS = 20_000
-_EM_ITERATIONS = 50
-
-
-def _component_shapes(
-    model: Any, samples: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per component of the latent: the mean of its outputs, and their variance
-    per coordinate (averaged over the coordinates)."""
+def _component_means(model: Any, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """Per component of the latent, the mean of `samples` of its outputs."""
     latent = model.generator.get_layer("mixture_latent")
     k, d = latent.centres.shape
     noise = rng.standard_normal((k, samples, d)).astype("float32")
@@ -158,6 +137,4 @@ def _component_shapes(
     for layer in model.generator.layers[1:]:  # what follows the mixture latent
         outputs = layer(outputs)
     outputs = keras.ops.convert_to_numpy(outputs).astype("float64")
-    outputs = outputs.reshape(k, samples, -1)
-    means = outputs.mean(axis=1)
-    return means, ((outputs - means[:, None, :]) ** 2).mean(axis=(1, 2))
+    return outputs.reshape(k, samples, -1).mean(axis=1)

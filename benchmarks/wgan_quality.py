@@ -24,7 +24,7 @@ captured-mode rule: a mode needs a fifth of its uniform share of the high-qualit
 samples there, not one sample.
 
 Per mixture and scale the summary line gives the mean and the worst over the seeds,
-and the wall time of `fit` and of the whole run (data, k-means, build, fit).
+and the wall time of `fit` and of the whole run (data, build, fit, reweighting).
 
 Usage:
 
@@ -42,21 +42,15 @@ from typing import Any
 
 import numpy as np
 
-#: PacGAN's mixtures at scale 1, and a 3-D one: `(builder, keyword arguments, sigma)`.
-MIXTURES = {
-    "ring": ("ring_of_gaussians", {"radius": 1.0}, 0.01),
-    "grid": ("grid_of_gaussians", {"spacing": 2.0}, 0.05),
-    "cube": ("cube_of_gaussians", {"spacing": 2.0}, 0.05),
-}
 
-
-def cube_of_gaussians(n: int, spacing: float, std: float, seed: int) -> tuple:
-    """A 3 x 3 x 3 grid of 3-D Gaussians: points `(n, 3)` and the 27 centres."""
-    axis = (np.arange(3) - 1.0) * spacing
+def cube_of_gaussians(n: int, seed: int) -> tuple:
+    """27 Gaussians on a 3 x 3 x 3 grid, spacing 2, sigma 0.05: points `(n, 3)`, the
+    centres and sigma."""
+    std, axis = 0.05, (np.arange(3) - 1.0) * 2.0
     centres = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
     rng = np.random.default_rng(seed)
     x = centres[rng.integers(len(centres), size=n)] + std * rng.standard_normal((n, 3))
-    return x.astype("float32"), centres.astype("float32")
+    return x.astype("float32"), centres.astype("float32"), std
 
 
 SAMPLES = 2500  # PacGAN's num_log_figure_sample
@@ -102,9 +96,10 @@ def train_and_score(mixture: str, scale: float, seed: int, args: Any) -> dict:
 
     begin = time.perf_counter()
     keras.utils.set_random_seed(seed)
-    builder, kwargs, std = MIXTURES[mixture]
-    make = cube_of_gaussians if mixture == "cube" else getattr(mixtures, builder)
-    x, centres = make(100_000, std=std, seed=seed, **kwargs)
+    if mixture == "cube":
+        x, centres, std = cube_of_gaussians(100_000, seed=seed)
+    else:
+        x, centres, std = mixtures.pacgan_mixture(mixture, 100_000, seed=seed)
     x, centres, std = x * scale, centres * scale, std * scale
     settings = settings_from(args)
     model = WGAN.for_points(x, settings, seed=seed, steps_per_execution=args.spe)

@@ -27,9 +27,11 @@ import numpy as np
 from kerasteps._validate import check_int, check_positive_number
 
 __all__ = [
+    "PACGAN_STD",
     "ModeCoverage",
     "grid_of_gaussians",
     "mode_coverage",
+    "pacgan_mixture",
     "ring_of_gaussians",
 ]
 
@@ -121,6 +123,43 @@ def grid_of_gaussians(
     gx, gy = np.meshgrid(axis, axis, indexing="ij")
     centres = np.stack([gx.ravel(), gy.ravel()], axis=1)
     return _sample(centres, n, std, seed)
+
+
+#: The standard deviation of every mode of PacGAN's two mixtures (Lin et al., 2018).
+PACGAN_STD = {"ring": 0.01, "grid": 0.05}
+
+
+def pacgan_mixture(
+    name: str, n: int, seed: int | None = None
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Samples one of PacGAN's mixtures: its ring or its grid of Gaussians.
+
+    `"ring"`: 8 modes on a circle of radius 1, standard deviation 0.01.
+    `"grid"`: 5 x 5 modes with spacing 2, standard deviation 0.05.
+
+    Args:
+        name: `"ring"` or `"grid"`.
+        n: Number of samples, an int >= 1.
+        seed: Optional int seed for NumPy's generator. Defaults to `None`.
+
+    Returns:
+        A tuple `(samples, centres, std)`.
+
+    Example:
+
+    >>> from kerasteps.mixtures import pacgan_mixture
+    >>> x, centres, std = pacgan_mixture("grid", 10, seed=0)
+    >>> x.shape, centres.shape, std
+    ((10, 2), (25, 2), 0.05)
+    """
+    if name not in PACGAN_STD:
+        raise ValueError(f"`name` must be 'ring' or 'grid', received {name!r}.")
+    std = PACGAN_STD[name]
+    if name == "ring":
+        x, centres = ring_of_gaussians(n, radius=1.0, std=std, seed=seed)
+    else:
+        x, centres = grid_of_gaussians(n, spacing=2.0, std=std, seed=seed)
+    return x, centres, std
 
 
 @dataclasses.dataclass(frozen=True)

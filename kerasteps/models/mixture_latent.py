@@ -26,8 +26,8 @@ class MixtureLatent(keras.layers.Layer):
     picks the component, `k` with probability `probabilities[k]` (through the normal
     CDF, so a standard normal input gives exactly those probabilities); the
     first `d` give the position, `centres[k] + scale * z[:d]`. The layer has
-    no trainable weights; its centres, probabilities and scale are saved in its
-    config.
+    no trainable weights: its centres and scale are saved in its config, its
+    probabilities in a non-trainable variable (`assign_probabilities`).
 
     `WGAN.for_points` puts one, `MixtureLatent.grid(d)`, in front of its
     generator: equal components on a regular grid in the standardized data's

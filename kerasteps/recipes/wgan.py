@@ -91,23 +91,12 @@ class Data(NamedTuple):
     mode_std: float | None  # their standard deviation (ring and grid only)
 
 
-#: PacGAN's mixtures: the `kerasteps.mixtures` function, its arguments, the mode std.
-MIXTURES = {
-    "ring": ("ring_of_gaussians", {"radius": 1.0}, 0.01),
-    "grid": ("grid_of_gaussians", {"spacing": 2.0}, 0.05),
-}
-
-
 def load_data(data: str, seed: int) -> Data:
     """The points or images of `--data`, with their modes where they are known."""
     from kerasteps import mixtures
 
-    if data in MIXTURES:
-        function, arguments, std = MIXTURES[data]
-        x, centres = getattr(mixtures, function)(
-            100_000, std=std, seed=seed, **arguments
-        )
-        return Data(x, centres, std)
+    if data in mixtures.PACGAN_STD:
+        return Data(*mixtures.pacgan_mixture(data, 100_000, seed=seed))
     if data == "images":
         return Data(disc_images(20_000, size=28, seed=seed), None, None)
     return Data(as_points_or_images(read_npy(data), data), None, None)

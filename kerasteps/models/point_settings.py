@@ -23,8 +23,8 @@ class PointSettings(NamedTuple):
         component_scale: Standard deviation of each component over the grid's
             spacing. Default 0.1.
         widths: Hidden layer widths of both MLPs (ReLU). Default
-            `(128, 128, 128)`.
-        n_critic: Critic updates per generator update. Default 3.
+            `(64, 64, 64)`.
+        n_critic: Critic updates per generator update. Default 2.
         batch_size: Examples per critic batch and per generator batch.
             Default 256.
         gradient_penalty: Penalty weight, in standardized units. Default 0.1.
@@ -32,21 +32,21 @@ class PointSettings(NamedTuple):
             start. Default 2e-3.
         final_learning_rate: Reached linearly at `steps`. Default 1e-5.
         steps: Generator steps of a run, and of the learning-rate schedule.
-            Default 5000.
+            Default 10000.
 
     Example:
 
     >>> from kerasteps.models import PointSettings
     >>> PointSettings().n_critic, PointSettings(steps=3000).steps
-    (3, 3000)
+    (2, 3000)
     """
 
     components: int = 400
     component_scale: float = 0.1
-    widths: tuple[int, ...] = (128, 128, 128)
-    n_critic: int = 3
+    widths: tuple[int, ...] = (64, 64, 64)
+    n_critic: int = 2
     batch_size: int = 256
     gradient_penalty: float = 0.1
     learning_rate: float = 2e-3
     final_learning_rate: float = 1e-5
-    steps: int = 5000
+    steps: int = 10000

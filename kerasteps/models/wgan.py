@@ -226,7 +226,8 @@ class WGAN(_BackendSteps, keras.Model):
         settings.batch_size, settings.n_critic)`, then call
         `kerasteps.models.reweight_mixture(model, x)`: it gives each component
         of the latent the share of the data nearest to where the generator
-        sends it, so that every mode is drawn as often as the data has it.
+        sends it, less what it draws off the data, so that every mode is drawn
+        as often as the data has it and little is drawn between modes.
         Everything, the latent's components and probabilities and the data's
         scale included, is saved in `.keras` files.
 
@@ -251,7 +252,7 @@ class WGAN(_BackendSteps, keras.Model):
         ...     x, settings.batch_size, settings.n_critic, seed=0, repeat=True)
         >>> _ = gan.fit(batches, steps_per_epoch=settings.steps, verbose=0)
         >>> gan.step_counters(), gan.generate(5, seed=0).shape
-        ({'d_step': 6, 'g_step': 2}, (5, 2))
+        ({'d_step': 4, 'g_step': 2}, (5, 2))
         """
         from kerasteps.models import _point_wgan
         from kerasteps.models.point_settings import PointSettings

@@ -180,9 +180,9 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #   draw points between separate modes, which a single Gaussian forces it to (a
 #   continuous map of a connected set is connected); it learns where each component
 #   goes (it starts random);
-# - ReLU MLPs of 3x128 for both, `n_critic` 3, batch 256, penalty weight 0.1, and
+# - ReLU MLPs of 3x64 for both, `n_critic` 2, batch 256, penalty weight 0.1, and
 #   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
-#   (5000 by default).
+#   (10000 by default).
 #
 # These are what measured best on PacGAN's ring and grid (`benchmarks/
 # wgan_quality.py`; the README's `wgan` section has the figures). An option given on
@@ -446,9 +446,13 @@ def print_coverage(model: WGAN, data: Data, seed: int) -> None:
 # (`reweight_mixture`): the generator cannot change how often each of its noise
 # components is drawn, so a mode that received more components than another would be
 # drawn more often, and a component left between modes would draw points there. Each
-# component now gets the share of the training points nearest to where it goes. The
-# networks do not change; the final coverage, `model.keras` and `samples.png` are
-# those of the reweighted model (the checkpoints, written during training, are not).
+# component is now drawn in proportion to the share of the training points nearest to
+# where it goes, times its support: the fraction of what it draws where the data is
+# dense (within the data's 99 % density level, measured by nearest neighbours). So a
+# component stretched across two modes, or wider than its mode, draws less between
+# them. The networks do not change; the final coverage, `model.keras` and
+# `samples.png` are those of the reweighted model (the checkpoints, written during
+# training, are not).
 
 
 def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]:
@@ -618,7 +622,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     type=click.IntRange(min=1),
     default=None,
     help="Train until g_step reaches STEPS (a resumed run continues up to it) "
-    "[default: 5000 for WGAN-GP on points, else 2000].",
+    "[default: 10000 for WGAN-GP on points, else 2000].",
 )
 @click.option(
     "--log-every",
@@ -644,7 +648,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--n-critic",
     type=click.IntRange(min=1),
     default=None,
-    help="Critic updates per generator update [default: 3 for WGAN-GP on points, "
+    help="Critic updates per generator update [default: 2 for WGAN-GP on points, "
     "else 5].",
 )
 @click.option(

@@ -41,10 +41,10 @@ def schedule(optimizer):
 
 def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
-    assert settings == (400, 0.1, (128, 128, 128), 3, 256, 0.1, 2e-3, 1e-5, 5000)
+    assert settings == (400, 0.1, (64, 64, 64), 2, 256, 0.1, 2e-3, 1e-5, 10000)
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
-    assert (model.n_critic, model.latent_dim) == (3, 3)
+    assert (model.n_critic, model.latent_dim) == (2, 3)
     assert model.gradient_penalty == pytest.approx(0.1 * std, rel=1e-6)
     latent = model.generator.get_layer("mixture_latent")
     assert latent.centres.shape == (400, 2)
@@ -52,10 +52,10 @@ def test_point_defaults_are_the_ones_used(grid):
     assert latent.scale == pytest.approx(0.1 * 4.0 / 19.0)
     for network in (model.generator, model.critic):
         dense = [layer for layer in network._flatten_layers() if "dense" in layer.name]
-        assert [layer.units for layer in dense][:3] == [128, 128, 128]
+        assert [layer.units for layer in dense][:3] == [64, 64, 64]
         assert all(layer.activation.__name__ == "relu" for layer in dense[:3])
-    assert schedule(model.g_optimizer) == (2e-3, 5000, 1e-5, 1.0)
-    assert schedule(model.d_optimizer) == (2e-3, 15000, 1e-5, 1.0)
+    assert schedule(model.g_optimizer) == (2e-3, 10000, 1e-5, 1.0)
+    assert schedule(model.d_optimizer) == (2e-3, 20000, 1e-5, 1.0)
     for optimizer in (model.g_optimizer, model.d_optimizer):
         assert (optimizer.beta_1, optimizer.beta_2) == (0.5, 0.9)
 
@@ -69,7 +69,7 @@ def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
         keras.utils.set_random_seed(0)
         model = WGAN.for_points(grid * scale, settings, seed=0)
         fit(model, grid * scale, settings, 4)
-        assert model.step_counters() == {"d_step": 12, "g_step": 4}
+        assert model.step_counters() == {"d_step": 8, "g_step": 4}
         samples.append(model.generate(50, seed=1))
     np.testing.assert_allclose(samples[1], 10.0 * samples[0], rtol=1e-3, atol=1e-3)
     probabilities = reweight_mixture(model, grid * 10.0)
@@ -85,22 +85,29 @@ def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
 
 
 def test_reweight_mixture_weights_components_by_the_data():
-    """Components at two clusters of data (3:1) and one between them: the weights
-    become the clusters' shares, and the component off the data is not drawn."""
+    """Components at two clusters of data (3:1), one between them, and one at the
+    edge of the first cluster: the clusters are drawn as the data has them, the
+    component between them never, the one at the edge for much less than its share
+    of the data (most of what it draws is off the data)."""
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(0.0, 0.1, (300, 2)), rng.normal(0.0, 0.1, (100, 2))])
     x[300:, 0] += 10.0
-    latent = MixtureLatent(
-        [[0.0, 0.0], [5.0, 0.0], [10.0, 0.0]], scale=0.1, name="mixture_latent"
-    )
+    centres = np.array([[0.0, 0.0], [5.0, 0.0], [10.0, 0.0], [0.0, 0.3]])
+    latent = MixtureLatent(centres, scale=0.1, name="mixture_latent")
     generator = keras.Sequential([keras.Input((3,)), latent])
     critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model = WGAN(generator, critic, latent_dim=3)
     probabilities = reweight_mixture(model, x)
-    np.testing.assert_allclose(probabilities, [0.75, 0.0, 0.25], atol=1e-6)
     np.testing.assert_array_equal(np.asarray(latent.probabilities), probabilities)
+    nearest = ((x[:, None, :] - centres) ** 2).sum(-1).argmin(1)
+    share = np.bincount(nearest, minlength=4) / len(x)
+    assert share[3] > 0.03  # the edge component is nearest to some of the data
+    assert probabilities[1] == 0.0
+    assert probabilities[3] < 0.5 * share[3]
+    assert abs(probabilities[2] - 0.25) < 0.03
+    assert abs(probabilities[0] + probabilities[3] - 0.75) < 0.03
     samples = model.generate(4000, seed=0)
-    assert abs((samples[:, 0] > 5.0).mean() - 0.25) < 0.02
+    assert abs((samples[:, 0] > 5.0).mean() - probabilities[2]) < 0.02
     assert not ((samples[:, 0] > 2.5) & (samples[:, 0] < 7.5)).any()
 
 

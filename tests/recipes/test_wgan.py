@@ -68,9 +68,9 @@ def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
     assert not wgan.uses_point_settings(points, "clip")
     assert not wgan.uses_point_settings(images, "gp")
     assert wgan.point_settings(none) == PointSettings()
-    given = wgan.point_settings(wgan.Options(500, 2, 64, 1.0, 1e-3))
+    given = wgan.point_settings(wgan.Options(500, 4, 64, 1.0, 3e-3))
     assert given == PointSettings(
-        steps=500, n_critic=2, batch_size=64, gradient_penalty=1.0, learning_rate=1e-3
+        steps=500, n_critic=4, batch_size=64, gradient_penalty=1.0, learning_rate=3e-3
     )
 
     def chosen(x, variant="gp", batch_size=None, penalty=None, lr=None):
@@ -211,7 +211,7 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
         *("--logdir", str(logdir)),
     )
     assert "mixture latent of 343 components) on " in result.output
-    assert "Trained to g_step 4 with d_step 12" in result.output
+    assert "Trained to g_step 4 with d_step 8" in result.output
     assert "Mode coverage" not in result.output  # no known modes
     records = read_jsonl(logdir / "run-1" / "log.jsonl")
     assert [r["step"] for r in records] == [2, 4]  # --log-every: a tenth, at least 1

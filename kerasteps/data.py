@@ -170,7 +170,7 @@ def gan_batches(
     )
     cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
     ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return _without_autotuning(ds.prefetch(tf.data.AUTOTUNE))
 
 
 def _examples_array(x: Any, n_critic: int, batch_size: int) -> np.ndarray:
@@ -242,4 +242,17 @@ def _from_dataset(
     if repeat:
         ds = ds.repeat()
     ds = ds.batch(size, drop_remainder=True)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return _without_autotuning(ds.prefetch(tf.data.AUTOTUNE))
+
+
+def _without_autotuning(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """`ds` with tf.data's autotuning off (its `AUTOTUNE` sizes then fixed).
+
+    With autotuning on, destroying the iterator at the end of `fit` waits for
+    the autotuning thread to wake up: measured on TF 2.21 (2 CPUs), `fit`
+    returned 6-8 s after `on_train_end` for 8000 WGAN steps (up to 35 s seen in
+    the `wgan` recipe), and 0.00 s with autotuning off, training as fast.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.with_options(options)

@@ -47,6 +47,16 @@ def test_wgan_make_dataset_is_gan_batches():
     )
 
 
+def test_autotuning_is_off_so_that_fit_returns_at_once():
+    """With tf.data's autotuning on, destroying the iterator at the end of `fit`
+    waited 6-35 s for the autotuning thread (TF 2.21, measured in the recipe)."""
+    x = np.zeros((40, 2), "float32")
+    from_array = gan_batches(x, 4, n_critic=2, seed=3, repeat=True)
+    from_dataset = gan_batches(tf.data.Dataset.from_tensor_slices(x), 4, 2)
+    for dataset in (from_array, from_dataset, skip_consumed(from_array, 3)):
+        assert dataset.options().autotune.enabled is False
+
+
 def test_too_few_examples_and_bad_sizes_are_refused():
     with pytest.raises(ValueError, match=r"fewer than one element of n_critic"):
         gan_batches(np.zeros((9, 2), "float32"), 5, n_critic=2)

@@ -180,7 +180,7 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #   draw points between separate modes, which a single Gaussian forces it to (a
 #   continuous map of a connected set is connected); it learns where each component
 #   goes (it starts random);
-# - ReLU MLPs of 3x64 for both, `n_critic` 2, batch 256, penalty weight 0.1, and
+# - ReLU MLPs of 3x64 for both, `n_critic` 3, batch 128, penalty weight 0.1, and
 #   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
 #   (10000 by default).
 #
@@ -298,7 +298,7 @@ def make_training(
     options: Options,
     base_filters: int,
     seed: int,
-    steps_per_execution: int,
+    steps_per_execution: int | None,
 ) -> Training:
     """The compiled WGAN for `x`, with its number of steps and batch size."""
     import keras
@@ -307,6 +307,7 @@ def make_training(
 
     if keras.backend.backend() == "torch":
         steps_per_execution = 1  # Keras's PyTorch trainer runs one step per call
+    steps_per_execution = steps_per_execution or 1  # else set by `steps_per_call`
     if uses_point_settings(x, variant):
         settings = point_settings(options)
         check_one_step(x, settings.n_critic, settings.batch_size)
@@ -440,7 +441,10 @@ def print_coverage(model: WGAN, data: Data, seed: int) -> None:
 # generator step, in an order fixed by the seed. A resumed run skips the batches that
 # the steps before it consumed (`skip_consumed`), so it sees the batches that an
 # uninterrupted run would. With --steps-per-execution K, Keras runs K generator steps
-# per compiled call, and the callbacks act at the boundaries of those calls.
+# per compiled call, and the callbacks act at the boundaries of those calls. By
+# default K is the most, up to 50, that lands on every log step and on --steps
+# (`steps_per_call`): fewer calls cost less (a point WGAN trains about 8 % faster
+# with 50 than with 10), and no call runs past --steps.
 #
 # After the last step, a point WGAN's mixture is reweighted by the data
 # (`reweight_mixture`): the generator cannot change how often each of its noise
@@ -478,6 +482,25 @@ def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]
         StepCheckpoint(os.path.join(run.folder, "checkpoints"), every=every),
         run.stop,
     ]
+
+
+#: The most generator steps `steps_per_call` puts in one compiled call.
+MAX_STEPS_PER_CALL = 50
+
+
+def steps_per_call(log_every: int, steps_left: int) -> int:
+    """Generator steps per compiled call when --steps-per-execution is not given:
+    the most, up to 50, that divide both --log-every and the steps left to train,
+    so every log step and the last step end a call (1 on PyTorch, whose Keras
+    trainer runs one step per call)."""
+    import math
+
+    import keras
+
+    if keras.backend.backend() == "torch":
+        return 1
+    whole = math.gcd(log_every, steps_left)
+    return max(n for n in range(1, MAX_STEPS_PER_CALL + 1) if whole % n == 0)
 
 
 def real_batches(
@@ -648,15 +671,15 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--n-critic",
     type=click.IntRange(min=1),
     default=None,
-    help="Critic updates per generator update [default: 2 for WGAN-GP on points, "
+    help="Critic updates per generator update [default: 3 for WGAN-GP on points, "
     "else 5].",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=None,
-    help="Examples per critic batch (and per generator batch) [default: 256 for "
-    "WGAN-GP on points, 128 clipped points, 64 images].",
+    help="Examples per critic batch (and per generator batch) [default: 128 on "
+    "points, 64 on images].",
 )
 @click.option(
     "--base-filters",
@@ -683,9 +706,9 @@ def save_grid(path: str, images: np.ndarray) -> None:
 @click.option(
     "--steps-per-execution",
     type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Generator steps per compiled call (logging happens at its boundaries).",
+    default=None,
+    help="Generator steps per compiled call (logging happens at its boundaries) "
+    "[default: the most, up to 50, that divides --log-every and the steps left].",
 )
 def main(
     steps,
@@ -718,7 +741,10 @@ def main(
     run = start_run(model, logdir, steps, resume)
     if run.stop is None:
         return
-    callbacks = step_callbacks(run, points, log_every or max(1, steps // 10), seed)
+    log_every = log_every or max(1, steps // 10)
+    if steps_per_execution is None:
+        model.steps_per_execution = steps_per_call(log_every, steps - run.start)
+    callbacks = step_callbacks(run, points, log_every, seed)
     click.echo(describe(training, data, run.start))
     model.fit(
         real_batches(points.x, training.batch_size, model.n_critic, seed, run.start),

@@ -211,11 +211,33 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
         *("--logdir", str(logdir)),
     )
     assert "mixture latent of 343 components) on " in result.output
-    assert "Trained to g_step 4 with d_step 8" in result.output
+    assert "Trained to g_step 4 with d_step 12" in result.output
     assert "Mode coverage" not in result.output  # no known modes
     records = read_jsonl(logdir / "run-1" / "log.jsonl")
     assert [r["step"] for r in records] == [2, 4]  # --log-every: a tenth, at least 1
     assert_png(logdir / "run-1" / "samples.png", (500, 500))
+
+
+def test_wgan_recipe_calls_end_on_every_log_step_and_the_last(tmp_path):
+    from kerasteps.recipes import wgan
+
+    # Without --steps-per-execution: the most steps per call, up to 50, that
+    # divide --log-every and the steps left.
+    assert wgan.steps_per_call(1000, 10000) == 50  # the default run
+    assert wgan.steps_per_call(20, 40) == 20
+    assert wgan.steps_per_call(100, 2000 - 1234) == 2  # resumed from step 1234
+    assert wgan.steps_per_call(7, 10) == 1
+    logdir = tmp_path / "w"
+    result = run(
+        "wgan",
+        *("--steps", "6", "--log-every", "4", "--batch-size", "16"),
+        *("--logdir", str(logdir)),
+    )
+    # Calls of 2 steps: logged at step 4 (not at a boundary past it), and
+    # stopped at step 6 exactly (a call of 4 or 10 steps would have run past it).
+    assert [r["step"] for r in read_jsonl(logdir / "run-1" / "log.jsonl")] == [4, 6]
+    assert "Trained to g_step 6 with d_step 18" in result.output
+    assert "execution boundary" not in result.output
 
 
 def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):

@@ -24,9 +24,9 @@ class PointSettings(NamedTuple):
             spacing. Default 0.1.
         widths: Hidden layer widths of both MLPs (ReLU). Default
             `(64, 64, 64)`.
-        n_critic: Critic updates per generator update. Default 2.
+        n_critic: Critic updates per generator update. Default 3.
         batch_size: Examples per critic batch and per generator batch.
-            Default 256.
+            Default 128.
         gradient_penalty: Penalty weight, in standardized units. Default 0.1.
         learning_rate: Adam's learning rate (beta_1 0.5, beta_2 0.9) at the
             start. Default 2e-3.
@@ -38,14 +38,14 @@ class PointSettings(NamedTuple):
 
     >>> from kerasteps.models import PointSettings
     >>> PointSettings().n_critic, PointSettings(steps=3000).steps
-    (2, 3000)
+    (3, 3000)
     """
 
     components: int = 400
     component_scale: float = 0.1
     widths: tuple[int, ...] = (64, 64, 64)
-    n_critic: int = 2
-    batch_size: int = 256
+    n_critic: int = 3
+    batch_size: int = 128
     gradient_penalty: float = 0.1
     learning_rate: float = 2e-3
     final_learning_rate: float = 1e-5

@@ -252,7 +252,7 @@ class WGAN(_BackendSteps, keras.Model):
         ...     x, settings.batch_size, settings.n_critic, seed=0, repeat=True)
         >>> _ = gan.fit(batches, steps_per_epoch=settings.steps, verbose=0)
         >>> gan.step_counters(), gan.generate(5, seed=0).shape
-        ({'d_step': 4, 'g_step': 2}, (5, 2))
+        ({'d_step': 6, 'g_step': 2}, (5, 2))
         """
         from kerasteps.models import _point_wgan
         from kerasteps.models.point_settings import PointSettings

@@ -41,10 +41,10 @@ def schedule(optimizer):
 
 def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
-    assert settings == (400, 0.1, (64, 64, 64), 2, 256, 0.1, 2e-3, 1e-5, 10000)
+    assert settings == (400, 0.1, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000)
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
-    assert (model.n_critic, model.latent_dim) == (2, 3)
+    assert (model.n_critic, model.latent_dim) == (3, 3)
     assert model.gradient_penalty == pytest.approx(0.1 * std, rel=1e-6)
     latent = model.generator.get_layer("mixture_latent")
     assert latent.centres.shape == (400, 2)
@@ -55,7 +55,7 @@ def test_point_defaults_are_the_ones_used(grid):
         assert [layer.units for layer in dense][:3] == [64, 64, 64]
         assert all(layer.activation.__name__ == "relu" for layer in dense[:3])
     assert schedule(model.g_optimizer) == (2e-3, 10000, 1e-5, 1.0)
-    assert schedule(model.d_optimizer) == (2e-3, 20000, 1e-5, 1.0)
+    assert schedule(model.d_optimizer) == (2e-3, 30000, 1e-5, 1.0)
     for optimizer in (model.g_optimizer, model.d_optimizer):
         assert (optimizer.beta_1, optimizer.beta_2) == (0.5, 0.9)
 
@@ -69,7 +69,7 @@ def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
         keras.utils.set_random_seed(0)
         model = WGAN.for_points(grid * scale, settings, seed=0)
         fit(model, grid * scale, settings, 4)
-        assert model.step_counters() == {"d_step": 8, "g_step": 4}
+        assert model.step_counters() == {"d_step": 12, "g_step": 4}
         samples.append(model.generate(50, seed=1))
     np.testing.assert_allclose(samples[1], 10.0 * samples[0], rtol=1e-3, atol=1e-3)
     probabilities = reweight_mixture(model, grid * 10.0)

@@ -223,10 +223,11 @@ def test_wgan_recipe_calls_end_on_every_log_step_and_the_last(tmp_path):
 
     # Without --steps-per-execution: the most steps per call, up to 50, that
     # divide --log-every and the steps left.
-    assert wgan.steps_per_call(1000, 10000) == 50  # the default run
-    assert wgan.steps_per_call(20, 40) == 20
-    assert wgan.steps_per_call(100, 2000 - 1234) == 2  # resumed from step 1234
-    assert wgan.steps_per_call(7, 10) == 1
+    assert wgan.steps_per_call(None, 1000, 10000) == 50  # the default run
+    assert wgan.steps_per_call(None, 20, 40) == 20
+    assert wgan.steps_per_call(None, 100, 2000 - 1234) == 2  # resumed from step 1234
+    assert wgan.steps_per_call(None, 7, 10) == 1
+    assert wgan.steps_per_call(10, 1000, 10000) == 10  # --steps-per-execution 10
     logdir = tmp_path / "w"
     result = run(
         "wgan",

@@ -1,7 +1,7 @@
 from kerasteps.models.wgan import WGAN
 
 # isort: split
-from kerasteps.models._point_wgan import reweight_mixture
+from kerasteps.models._reweight import reweight_mixture
 from kerasteps.models.classifier import build_image_classifier
 from kerasteps.models.gan_builders import (
     build_image_critic,

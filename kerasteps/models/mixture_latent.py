@@ -25,9 +25,10 @@ class MixtureLatent(keras.layers.Layer):
     The input holds `d + 1` standard normal numbers per example. The last one
     picks the component, `k` with probability `probabilities[k]` (through the normal
     CDF, so a standard normal input gives exactly those probabilities); the
-    first `d` give the position, `centres[k] + scale * z[:d]`. The layer has
-    no trainable weights: its centres and scale are saved in its config, its
-    probabilities in a non-trainable variable (`assign_probabilities`).
+    first `d` give the position, `centres[k] + scales[k] * z[:d]`. The layer
+    has no trainable weights: its probabilities, centres and scales are
+    non-trainable variables, which `assign_probabilities` and
+    `assign_components` set after training, saved with the model.
 
     `WGAN.for_points` puts one, `MixtureLatent.grid(d)`, in front of its
     generator: equal components on a regular grid in the standardized data's
@@ -41,6 +42,8 @@ class MixtureLatent(keras.layers.Layer):
             normalized here), or `None` for equal ones. Defaults to `None`.
         scale: Standard deviation of every component, a number > 0.
             Defaults to `0.1`.
+        scales: Optional `K` standard deviations, one per component (numbers
+            > 0), in place of `scale`. Defaults to `None`.
         **kwargs: Passed to `keras.layers.Layer` (e.g. `name`).
 
     Example:
@@ -59,6 +62,7 @@ class MixtureLatent(keras.layers.Layer):
         centres: Any,
         probabilities: Any = None,
         scale: float = 0.1,
+        scales: Any = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -68,19 +72,23 @@ class MixtureLatent(keras.layers.Layer):
                 "`centres` must be finite numbers of shape (K, d) with K, d >= 1, "
                 f"received shape {centres.shape}."
             )
-        self.centres = centres
         self.scale = check_positive_number("scale", scale)
-        # A variable, so that checkpoints and `.keras` weights carry what
-        # `assign_probabilities` (e.g. `reweight_mixture`) sets after training.
-        self.probabilities = self.add_weight(
-            shape=(len(centres),),
-            initializer="ones",
-            dtype="float32",
-            trainable=False,
-            name="probabilities",
-        )
+        # Variables, so that checkpoints and `.keras` weights carry what
+        # `reweight_mixture` sets after training.
+        k, d = centres.shape
+        self.probabilities = self._state((k,), "probabilities")
+        self._centres = self._state((k, d), "centres")
+        self._scales = self._state((k,), "scales")
         self.assign_probabilities(
-            np.ones(len(centres)) if probabilities is None else probabilities
+            np.ones(k) if probabilities is None else probabilities
+        )
+        self.assign_components(
+            centres, np.full(k, self.scale) if scales is None else scales
+        )
+
+    def _state(self, shape: tuple[int, ...], name: str) -> keras.Variable:
+        return self.add_weight(
+            shape=shape, initializer="ones", dtype="float32", trainable=False, name=name
         )
 
     def assign_probabilities(self, probabilities: Any) -> None:
@@ -107,10 +115,59 @@ class MixtureLatent(keras.layers.Layer):
             )
         self.probabilities.assign((p / p.sum()).astype("float32"))
 
+    def assign_components(self, centres: Any, scales: Any) -> None:
+        """Sets the components' centres and standard deviations.
+
+        Args:
+            centres: Finite numbers of shape `(K, d)`, as the layer has.
+            scales: `K` numbers > 0.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> layer = MixtureLatent([[0.0], [1.0]])
+        >>> layer.assign_components([[0.0], [3.0]], [0.1, 0.01])
+        >>> layer.centres.tolist(), [round(float(s), 3) for s in layer.scales]
+        ([[0.0], [3.0]], [0.1, 0.01])
+        """
+        shape = tuple(self._centres.shape)
+        c = np.asarray(centres, dtype="float64")
+        s = np.asarray(scales, dtype="float64")
+        if c.shape != shape or not np.isfinite(c).all():
+            raise ValueError(
+                f"`centres` must be finite numbers of shape {shape}, received "
+                f"shape {c.shape}."
+            )
+        if s.shape != shape[:1] or not np.isfinite(s).all() or (s <= 0).any():
+            raise ValueError(
+                f"`scales` must be {shape[0]} numbers > 0, one per centre; "
+                f"received {s.tolist()!r}."
+            )
+        self._centres.assign(c.astype("float32"))
+        self._scales.assign(s.astype("float32"))
+
+    @property
+    def centres(self) -> np.ndarray:
+        """The components' centres, shape `(K, d)` (a copy)."""
+        return keras.ops.convert_to_numpy(self._centres)
+
+    @property
+    def scales(self) -> np.ndarray:
+        """The components' standard deviations, shape `(K,)` (a copy)."""
+        return keras.ops.convert_to_numpy(self._scales)
+
     @property
     def dim(self) -> int:
         """The dimension `d` of the points."""
-        return int(self.centres.shape[1])
+        return int(self._centres.shape[1])
+
+    def load_own_variables(self, store: Any) -> None:
+        """Loads the variables; a layer saved before centres and scales were
+        variables (one variable) keeps those of its config."""
+        if len(store.keys()) == 1:
+            self.probabilities.assign(store["0"])
+        else:
+            super().load_own_variables(store)
 
     def call(self, inputs: Any) -> Any:
         ops = keras.ops
@@ -120,19 +177,22 @@ class MixtureLatent(keras.layers.Layer):
         # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
         bounds = ops.cumsum(ops.convert_to_tensor(self.probabilities))[:-1]
         component = ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
-        centres = ops.cast(ops.convert_to_tensor(self.centres), self.compute_dtype)
-        return ops.take(centres, component, axis=0) + self.scale * position
+        centres = ops.take(ops.cast(self._centres, self.compute_dtype), component, 0)
+        scales = ops.take(ops.cast(self._scales, self.compute_dtype), component, 0)
+        return centres + scales[:, None] * position
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], self.dim)
 
     def get_config(self) -> dict[str, Any]:
-        """Returns the constructor arguments: centres, probabilities and scale."""
+        """Returns the constructor arguments: centres, probabilities, scale and
+        scales, as they are now."""
         return {
             **super().get_config(),
             "centres": self.centres.tolist(),
             "probabilities": keras.ops.convert_to_numpy(self.probabilities).tolist(),
             "scale": self.scale,
+            "scales": self.scales.tolist(),
         }
 
     @classmethod

@@ -227,9 +227,12 @@ class WGAN(_BackendSteps, keras.Model):
         `kerasteps.models.reweight_mixture(model, x)`: it gives each component
         of the latent the share of the data nearest to where the generator
         sends it, less what it draws off the data, so that every mode is drawn
-        as often as the data has it and little is drawn between modes.
-        Everything, the latent's components and probabilities and the data's
-        scale included, is saved in `.keras` files.
+        as often as the data has it and little is drawn between modes; and
+        where the data is dense but nothing is drawn (a mode that lost its
+        components in training), it moves an unused component to the latent
+        region that the generator maps there. Everything, the latent's
+        components, scales and probabilities and the data's scale included,
+        is saved in `.keras` files.
 
         Args:
             x: The training points, array-like of shape `(N, d)`, finite.

@@ -443,7 +443,10 @@ def print_coverage(model: WGAN, data: Data, seed: int) -> None:
 # where it goes, times its support: the fraction of what it draws where the data is
 # dense (within the data's 99 % density level, measured by nearest neighbours). So a
 # component stretched across two modes, or wider than its mode, draws less between
-# them. The networks do not change; the final coverage, `model.keras` and
+# them. Where the data is dense but the reweighted generator draws almost nothing (a
+# mode whose components all left it during training), an unused component moves to
+# the latent region that the generator maps onto that mode, narrowed to fit inside
+# it. The networks do not change; the final coverage, `model.keras` and
 # `samples.png` are those of the reweighted model (the checkpoints, written during
 # training, are not).
 

@@ -614,7 +614,8 @@ def save_scatter(path: str, samples: np.ndarray, real: np.ndarray) -> None:
     axes.scatter(real[:, 0], real[:, 1], s=3, c="0.6", label="real")
     axes.scatter(samples[:, 0], samples[:, 1], s=3, c="tab:orange", label="generated")
     axes.set_aspect("equal")
-    axes.legend(loc="upper right", fontsize="small", markerscale=3)
+    # Above the axes, where it covers no mode (inside, it hid the grid's corner).
+    figure.legend(loc="outside upper center", ncols=2, fontsize="small", markerscale=3)
     if real.shape[1] > 2:
         axes.set_title(f"the first 2 of {real.shape[1]} coordinates", fontsize="small")
     figure.savefig(path)

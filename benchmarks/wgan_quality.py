@@ -112,13 +112,17 @@ def train_and_score(mixture: str, scale: float, seed: int, args: Any) -> dict:
     trained = pacgan_coverage(model.generate(SAMPLES, seed=seed + 1000), centres, std)
     score, reweight_s = trained, 0.0
     if not args.no_reweight:
-        reweight_s = time.perf_counter()
+        reweighting = time.perf_counter()
         reweight_mixture(model, x)
-        reweight_s = time.perf_counter() - reweight_s
+        reweight_s = time.perf_counter() - reweighting
         score = pacgan_coverage(model.generate(SAMPLES, seed=seed + 1000), centres, std)
     end = time.perf_counter()
-    times = {"fit_s": fitted - start, "fit_cpu_s": fit_cpu, "run_s": end - begin}
-    times["reweight_s"] = reweight_s
+    times = {
+        "fit_s": fitted - start,
+        "fit_cpu_s": fit_cpu,
+        "reweight_s": reweight_s,
+        "run_s": end - begin,
+    }
     before = {f"trained_{key}": value for key, value in trained.items()}
     return {**score, **before, "n_modes": len(centres), **times}
 

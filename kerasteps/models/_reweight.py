@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import keras
@@ -178,25 +179,33 @@ class _LatentSearch:
         low, high = centres.min(axis=0), centres.max(axis=0)
         pad = MARGIN * (high - low)
         self.low, self.high = low - pad, high + pad
-        self.lattice: np.ndarray | None = None
+
+    @functools.cached_property
+    def coarse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The coarse lattice, its spacing, and where it lands (`landing`): built
+        on the first search only, as most calls find nothing missing."""
+        lattice, step = _lattice(self.low, self.high, COARSE_LATTICE)
+        return lattice, step, *self.landing(lattice)
+
+    def landing(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For latent positions: whether the generator's output is dense, and the
+        index of the dense probe nearest to it."""
+        outputs = _push(self.model, positions)
+        nearest = self.density.probe_tree.query(outputs, workers=-1)[1]
+        return self.density.dense(outputs), nearest
 
     def region(self, missing: np.ndarray) -> tuple[np.ndarray, float] | None:
         """The deepest latent point of the region whose outputs are dense and
         nearest to a missing probe, and its distance to the region's edge."""
-        if self.lattice is None:  # the coarse lattice, once
-            self.lattice, self.step = _lattice(self.low, self.high, COARSE_LATTICE)
-            outputs = _push(self.model, self.lattice)
-            self.dense = self.density.dense(outputs)
-            self.nearest = self.density.probe_tree.query(outputs, workers=-1)[1]
-        inside = self.dense & missing[self.nearest]
+        lattice, step, dense, nearest = self.coarse
+        inside = dense & missing[nearest]
         if not inside.any():
             return None
-        low = self.lattice[inside].min(axis=0) - 2 * self.step
-        high = self.lattice[inside].max(axis=0) + 2 * self.step
+        low = lattice[inside].min(axis=0) - 2 * step
+        high = lattice[inside].max(axis=0) + 2 * step
         fine, _ = _lattice(low, high, FINE_LATTICE)
-        outputs = _push(self.model, fine)
-        nearest = self.density.probe_tree.query(outputs, workers=-1)[1]
-        inside = self.density.dense(outputs) & missing[nearest]
+        dense, nearest = self.landing(fine)
+        inside = dense & missing[nearest]
         if not inside.any() or inside.all():
             return None
         depth = KDTree(fine[~inside]).query(fine[inside], workers=-1)[0]

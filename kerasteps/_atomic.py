@@ -6,6 +6,9 @@ next to it, flushed to disk, and renamed over the old one: a reader sees the old
 or the new one, never a mix, and a process killed at any moment leaves one of them.
 On a local disk the data and the directory entry are fsynced; on object stores
 (`gs://`), through `tf.io.gfile`, the rename is the commit point.
+
+TensorFlow is imported on first write, not with this module: the lock module uses
+`is_local`, and a process takes its lock in milliseconds.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import os
 import uuid
 from collections.abc import Callable
 from typing import Any
-
-import tensorflow as tf
 
 __all__ = ["is_local", "replace_file", "write_text"]
 
@@ -55,6 +56,8 @@ def replace_file(path: str, write: Callable[[str], Any]) -> None:
     >>> open(path).read()
     'new'
     """
+    import tensorflow as tf
+
     path = os.fspath(path)
     # A hidden name that no reader takes for the file (TensorBoard reads every file
     # whose name holds "tfevents").
@@ -91,6 +94,7 @@ def write_text(path: str, text: str) -> None:
     >>> open(path).read()
     '{}'
     """
+    import tensorflow as tf
 
     def write(tmp: str) -> None:
         with tf.io.gfile.GFile(tmp, "w") as handle:

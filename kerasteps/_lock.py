@@ -2,19 +2,47 @@
 
 Every directory that a sink or a checkpoint writes is locked by the process that
 writes it, from the run's start to its end: `<directory>/.kerasteps.lock` (for a
-JSON-lines file, `<file>.lock` beside it) holds the owner's host, pid and process start
-time. A second process that would write the same place fails before training, with an
-error naming the place and the owner. The same process may take its own lock again (a
-notebook re-running `fit()` after an error), and a lock whose owner is gone (killed) is
-stale and taken over.
+JSON-lines file, `<file>.lock` beside it). A second process that would write the same
+place fails before training, with an error naming the place and the owner. The same
+process may take its own lock again (a notebook re-running `fit()` after an error).
 
-Local paths only: on `gs://` and other `tf.io.gfile` file systems there is no atomic
-create-if-absent, so nothing is locked there, and running two writers on the same
-remote directory is the user's to avoid.
+The lock is an `fcntl.flock` on the lock file, held through an open descriptor for as
+long as the process writes. The kernel releases it when the process ends in any way
+(kill -9 included), so a lock left by a dead process is simply free: there is no
+"is its owner alive?" guess and no takeover race (two processes that both saw a dead
+owner and both removed the lock, one of them the other's fresh one), and an empty or
+garbage file (a start killed mid-write, a full disk) is taken like any free one.
+Taking over a file that a gone process left says so in one INFO line: a resume after
+a crash is the normal path. After taking the lock, a process checks that the file it
+locked is still the one at the path, else tries again: a releaser unlinks the file
+while still holding it, and a process that opened it just before would otherwise
+hold a lock on a deleted file.
+
+Who holds the lock is the kernel's answer alone. The file's content (the owner's
+host, pid, process start time and since when, as JSON) only names the owner in the
+error of a refused writer, which waits up to a quarter second for a new owner to
+write it (until then the file is empty or names the gone one), else says "owner
+unknown".
+
+On a file system shared between hosts (NFS), Linux maps `flock` to the server's
+byte-range locks, so the server decides, and a lock left by a host that died is free
+once the server drops that host's locks. (The previous lock, a file created with
+O_EXCL, treated a lock naming another host as alive forever, so one crash there
+blocked every later run.) A file system that refuses locks (`ENOLCK`) gets a warning,
+and the run goes on unlocked. Remote paths (`gs://` and other `tf.io.gfile` file
+systems) are not locked either: they have no lock and no atomic create-if-absent, so
+two writers on one remote directory are the user's to avoid.
+
+`filelock`, the ecosystem's library, is not used: its Unix lock truncates the file it
+opens, so the locked file cannot carry the owner that the error names. This module
+imports no TensorFlow, so a process takes its lock in milliseconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -30,8 +58,37 @@ logger = logging.getLogger("kerasteps")
 
 LOCK_NAME = ".kerasteps.lock"
 
-_HELD: dict[str, int] = {}  # lock path -> how many holders in this process
+_ATTEMPTS = 100  # another try only when a holder released the file in between
+_NAME_WAIT_S = 0.25  # how long a refused writer waits for the holder's name
+
+
+@dataclasses.dataclass
+class _Held:
+    fd: int  # the open lock file that carries this process's flock
+    count: int  # how many `DirectoryLock`s of this process hold it
+
+
+_HELD: dict[str, _Held] = {}  # lock path -> this process's hold on it
 _HELD_LOCK = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: close the inherited lock files, and hold nothing.
+
+    The parent keeps its locks (a flock goes only with the last descriptor of the
+    open file), and a child that outlives a killed parent does not keep them.
+    """
+    global _HELD_LOCK
+    for held in _HELD.values():
+        try:
+            os.close(held.fd)
+        except OSError:
+            pass
+    _HELD.clear()
+    _HELD_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class LockedError(RuntimeError):
@@ -48,22 +105,6 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def _alive(owner: dict) -> bool:
-    if owner.get("host") != socket.gethostname():
-        return True  # cannot tell: another machine's process may be running
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    started = owner.get("started")
-    return started is None or started == _start_time(pid)
-
-
 def _me() -> dict:
     return {
         "host": socket.gethostname(),
@@ -73,15 +114,89 @@ def _me() -> dict:
     }
 
 
-def _create(path: str) -> bool:
-    """Creates the lock file, holding this process's identity; False if it exists."""
+def _read_owner(fd: int) -> dict | None:
+    """The owner a lock file names; None when empty, {} when not a complete one."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+        data = os.pread(fd, 4096, 0)
+    except OSError:
+        return {}
+    if not data.strip():
+        return None
+    try:
+        owner = json.loads(data)
+    except ValueError:
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def _is_running(owner: dict) -> bool:
+    """Whether a named owner may be running: not a gone process of this host (the
+    previous owner, while the new one has not written its name yet)."""
+    if owner.get("host") != socket.gethostname():
+        return True  # another host's: the lock itself says it is held
+    pid = owner["pid"]
+    if pid <= 0:
         return False
-    with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(_me()))
-    return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return owner.get("started") in (None, _start_time(pid))
+
+
+def _holder(fd: int) -> dict | None:
+    """The owner of a lock that another process holds, as its file names it; None
+    while the file does not name a running process yet (just taken)."""
+    deadline = time.monotonic() + _NAME_WAIT_S
+    while True:
+        owner = _read_owner(fd)
+        if owner and isinstance(owner.get("pid"), int) and _is_running(owner):
+            return owner
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _write_owner(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(_me()).encode(), 0)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether the open file `fd` is (still) the file at `path`."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _open(path: str) -> tuple[int, bool] | None:
+    """Opens the lock file, creating it if absent: the descriptor and whether it was
+    created here; None if it was removed in between."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        pass
+    try:
+        return os.open(path, os.O_RDWR), False
+    except FileNotFoundError:
+        return None
+
+
+def _describe(owner: dict | None) -> str:
+    """How a refused writer's error names the owner: `pid 12 on host, since ...`."""
+    if owner is None:
+        return "owner unknown: its lock file is not written yet"
+    text = f"pid {owner['pid']}"
+    if isinstance(owner.get("host"), str):
+        text += f" on {owner['host']}"
+    if isinstance(owner.get("time"), int | float):
+        text += f", since {time.ctime(owner['time'])}"
+    return text
 
 
 class DirectoryLock:
@@ -90,7 +205,7 @@ class DirectoryLock:
     Args:
         path: The locked place: a directory, or with `file=True` a file.
         what: How error messages name the argument, e.g. "`log_dir`".
-        file: Whether `path` is a file (the lock is `<path>.lock`).
+        file: Whether `path` is a file (the lock is `<path>.lock`). Default False.
 
     Example:
 
@@ -112,69 +227,92 @@ class DirectoryLock:
         """Takes the lock, or raises `LockedError` naming the live owner."""
         if self._held or not _atomic.is_local(self.path):
             return
-        path = os.path.abspath(self.lock_path)
+        path = os.path.realpath(self.lock_path)
         with _HELD_LOCK:
-            if _HELD.get(path, 0) > 0:  # this process holds it already
-                _HELD[path] += 1
+            held = _HELD.get(path)
+            if held is not None:  # this process holds it already
+                held.count += 1
                 self._held = True
                 return
-            for _ in range(3):
-                if _create(path) or self._ours_or_stale(path):
-                    break
-            else:
-                raise LockedError(f"Could not lock {self.what} {self.path!r}.")
-            _HELD[path] = 1
+            fd = self._take(path)
+            if fd is not None:
+                _HELD[path] = _Held(fd, 1)
             self._held = True
 
-    def _ours_or_stale(self, path: str) -> bool:
-        """For a lock file that exists: True if this process left it (a run that
-        ended with an error); raises `LockedError` if a live process holds it;
-        else removes it (its owner is gone) and returns False, to try again."""
-        owner = self._owner(path)
-        me = (os.getpid(), socket.gethostname())
-        if (owner.get("pid"), owner.get("host")) == me:
-            return True
-        if _alive(owner):
-            raise LockedError(
-                f"{self.what} {self.path!r} is being written by another "
-                f"process (pid {owner.get('pid')} on "
-                f"{owner.get('host')}, since "
-                f"{time.ctime(owner.get('time', 0))}). One writer per "
-                "directory: wait for it to end, or write elsewhere."
-            )
-        logger.warning(
-            "kerasteps: taking over %s, left by pid %s which is gone.",
-            self.lock_path,
-            owner.get("pid"),
-        )
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-        return False
+    def _take(self, path: str) -> int | None:
+        """The descriptor that holds the lock on `path` for this process; None if the
+        file system has no locks; raises `LockedError` if another process holds it."""
+        for _ in range(_ATTEMPTS):
+            opened = _open(path)
+            if opened is None:
+                continue
+            fd, created = opened
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = _holder(fd)
+                os.close(fd)
+                raise LockedError(
+                    f"{self.what} {self.path!r} is being written by another "
+                    f"process ({_describe(owner)}). One writer per directory: "
+                    "wait for it to end, or write elsewhere."
+                ) from None
+            except OSError as error:
+                os.close(fd)
+                if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                logger.warning(
+                    "kerasteps: %s %r is not locked: its file system has no locks "
+                    "(%s). Make sure no other process writes there.",
+                    self.what,
+                    self.path,
+                    error.strerror,
+                )
+                return None
+            if not _same_file(fd, path):  # released and removed in between
+                os.close(fd)
+                continue
+            if not created:
+                self._say_taken_over(_read_owner(fd))
+            _write_owner(fd)
+            return fd
+        raise LockedError(f"Could not lock {self.what} {self.path!r}.")
 
-    @staticmethod
-    def _owner(path: str) -> dict:
-        try:
-            with open(path) as handle:
-                owner = json.loads(handle.read() or "{}")
-        except (OSError, ValueError):
-            return {}  # unreadable (a writer killed mid-write): stale
-        return owner if isinstance(owner, dict) else {}
+    def _say_taken_over(self, owner: dict | None) -> None:
+        if owner is not None and isinstance(owner.get("pid"), int):
+            left_by = f"pid {owner['pid']}"
+            if owner.get("host") != socket.gethostname():
+                left_by += f" on {owner.get('host')}"
+            logger.info(
+                "kerasteps: taking over %s, left by %s which is gone.",
+                self.lock_path,
+                left_by,
+            )
+        else:
+            logger.info(
+                "kerasteps: taking over %s, which no process holds (it names no "
+                "owner).",
+                self.lock_path,
+            )
 
     def release(self) -> None:
         """Gives the lock back (the file is removed by its last holder)."""
         if not self._held:
             return
         self._held = False
-        path = os.path.abspath(self.lock_path)
+        path = os.path.realpath(self.lock_path)
         with _HELD_LOCK:
-            count = _HELD.get(path, 0) - 1
-            if count > 0:
-                _HELD[path] = count
+            held = _HELD.get(path)
+            if held is None:  # not locked (remote, no locks) or a forked child
                 return
-            _HELD.pop(path, None)
+            held.count -= 1
+            if held.count > 0:
+                return
+            del _HELD[path]
             try:
-                os.remove(path)
+                if _same_file(held.fd, path):
+                    os.remove(path)  # while still holding it: see the module's doc
             except OSError:
                 pass
+            finally:
+                os.close(held.fd)

@@ -19,16 +19,26 @@ process or another backend. On top of Keras's keys:
 Metrics and losses are not part of it: Keras resets metrics at every epoch, and the
 sinks' open windows travel in the checkpoint's `meta.json` instead.
 
+**The global generators.** On PyTorch a checkpoint also holds torch's global
+generator states (an unseeded `Dropout` draws from them), under keys reserved
+outside the model's structure (`rng/torch/cpu`; see `kerasteps._rng`): the strict
+key check of a restore leaves them out, and `restore_arrays` sets them back on
+PyTorch after the model's state, and again right before the model's next training
+step, past the draws of `fit()`'s data loader (other backends ignore them).
+
 **The file.** One HDF5 file (`state.h5`, written with `h5py`, which Keras itself
 depends on) holds one dataset per key, with its dtype. A dtype that HDF5 has no type
 for (`bfloat16`) is stored as same-width unsigned integers with a `dtype` attribute.
 HDF5 has no checksums of its own: the checkpoint's `meta.json` holds the file's CRC-32,
-which a restore verifies before reading.
+which a restore verifies before reading. HDF5 writes through a file object that keeps
+I/O errors from it (`_HeldErrors`): a full disk raises its `OSError` after HDF5 closed
+the file, and never leaves a half-closed HDF5 file to be collected later.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import weakref
 import zlib
@@ -39,13 +49,14 @@ from typing import Any, BinaryIO
 import keras
 import numpy as np
 
-from kerasteps import _variables
+from kerasteps import _rng, _variables
 from kerasteps import steps as steps_lib
 
 __all__ = [
     "Snapshot",
     "StateLayout",
     "crc32_of",
+    "generator_states",
     "read_arrays",
     "restore_arrays",
     "write_arrays",
@@ -245,6 +256,24 @@ class Snapshot:
         return buffer
 
 
+def generator_states() -> dict[str, np.ndarray]:
+    """The global generators' states a checkpoint holds besides the model's state.
+
+    Torch's generators on PyTorch, by their reserved keys (`rng/torch/cpu`, and
+    `rng/torch/cuda/<i>` once CUDA is in use); `{}` on TensorFlow and JAX. Take
+    them on the training thread, with the `Snapshot`: see `kerasteps._rng`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._model_state import generator_states
+    >>> keys = sorted(generator_states())
+    >>> keys[:1] == (["rng/torch/cpu"] if keras.backend.backend() == "torch" else [])
+    True
+    """
+    return _rng.states()
+
+
 def _to_numpy(value: Any) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
@@ -260,8 +289,92 @@ def _storable(array: np.ndarray) -> tuple[np.ndarray, str | None]:
     return array.view(f"uint{width}"), str(array.dtype)
 
 
+class _HeldErrors:
+    """A binary file through which HDF5 never sees an I/O error (private).
+
+    HDF5 that meets a write error (a full disk: `ENOSPC`, `EFBIG`) cannot close
+    the file either; h5py then leaves it open, and collecting it later, on another
+    thread, crashed the process (SIGSEGV) in some runs. Through this file every
+    operation succeeds for HDF5: the first error is kept, the later writes are
+    skipped (reads past it give zeros), and `write_arrays` raises the error once
+    HDF5 has closed the file. Writes go to the file as HDF5 hands them over (no
+    copy in memory), each at the position HDF5 sought to.
+    """
+
+    def __init__(self, file: BinaryIO):
+        self._file = file
+        self._position = 0
+        self._end = 0
+        #: The first I/O error, else None.
+        self.error: OSError | None = None
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position}.get(whence, self._end)
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self.error is None:
+            try:
+                self._file.seek(self._position)
+                done = 0
+                while done < len(view):  # a raw file may write part of it
+                    count = self._file.write(view[done:])
+                    if not count:
+                        raise OSError(errno.EIO, "the write made no progress")
+                    done += count
+            except OSError as error:
+                self.error = error
+        self._position += len(view)
+        self._end = max(self._end, self._position)
+        return len(view)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = max(0, self._end - self._position)
+        data = b""
+        if self.error is None:
+            try:
+                self._file.seek(self._position)
+                data = self._file.read(size) or b""
+            except OSError as error:
+                self.error = error
+                data = b""
+        self._position += size
+        return data + bytes(size - len(data))  # as past the end of a file: zeros
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        view[:] = self.read(len(view))
+        return len(view)
+
+    def truncate(self, size: int | None = None) -> int:
+        size = self._position if size is None else size
+        if self.error is None:
+            try:
+                self._file.truncate(size)
+            except OSError as error:
+                self.error = error
+        self._end = size
+        return size
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self._file.flush()
+            except OSError as error:
+                self.error = error
+
+
 def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
     """Writes `arrays` to an HDF5 file (a local path or a seekable binary file).
+
+    An I/O error (a full disk) is raised as the `OSError` the system gave, after
+    HDF5 closed the file: HDF5 itself never sees it (see `_HeldErrors`).
 
     Example:
 
@@ -274,12 +387,18 @@ def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
     """
     import h5py
 
-    with h5py.File(target, "w") as handle:
-        for key, array in arrays.items():
-            data, dtype = _storable(np.asarray(array))
-            dataset = handle.create_dataset(key, data=data)
-            if dtype is not None:
-                dataset.attrs["dtype"] = dtype
+    with contextlib.ExitStack() as stack:
+        if isinstance(target, (str, os.PathLike)):
+            target = stack.enter_context(open(target, "w+b", buffering=0))
+        sink = _HeldErrors(target)
+        with h5py.File(sink, "w") as handle:
+            for key, array in arrays.items():
+                data, dtype = _storable(np.asarray(array))
+                dataset = handle.create_dataset(key, data=data)
+                if dtype is not None:
+                    dataset.attrs["dtype"] = dtype
+        if sink.error is not None:  # without the frames that held HDF5's buffers
+            raise sink.error.with_traceback(None)
 
 
 def read_arrays(source: str | BinaryIO) -> dict[str, np.ndarray]:
@@ -388,16 +507,19 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
 
     Every key of the model's layout must be in `arrays` and every key of `arrays`
     in the layout (or be a slot of an optimizer that is not built yet: those are
-    assigned the moment the optimizer builds them, before its first update). Shapes
-    must match; dtypes are converted (a seed state saved as `int32` by one backend
+    assigned the moment the optimizer builds them, before its first update; or be
+    a global generator's state under the reserved `rng/` keys: on PyTorch those set
+    torch's generators once the model's state is assigned, and again right before
+    the model's next training step; elsewhere they are ignored). Shapes must
+    match; dtypes are converted (a seed state saved as `int32` by one backend
     restores into another's `uint32`).
 
     Returns:
         The paths of the optimizers whose slots wait for their build.
 
     Raises:
-        ValueError: naming the missing, extra or mis-shaped keys; the model is
-            then as it was.
+        ValueError: naming the missing, extra or mis-shaped keys (or a torch
+            generator state of the wrong size); the model is then as it was.
     """
     steps_lib.sync_trained_state(model)
     layout = StateLayout.of(model)
@@ -407,10 +529,11 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
         for path, (_, part) in deferred.items()
         for index in part
     }
-    problems = _problems(layout, arrays, later)
+    problems = _problems(layout, arrays, later) + _rng.problems(arrays)
     if problems:
         raise ValueError("; ".join(problems) + ".")
     _assign_all_or_nothing(layout, arrays)
+    _rng.restore_for(model, arrays)
     for optimizer, part in deferred.values():
         _defer(optimizer, part)
     return sorted(deferred)
@@ -424,7 +547,11 @@ def _problems(
     keys = layout.keys()
     expected = set(keys)
     missing = [k for k in keys if k not in arrays]
-    extra = sorted(k for k in arrays if k not in expected and k not in later)
+    extra = sorted(
+        k
+        for k in arrays
+        if k not in expected and k not in later and not _rng.is_reserved(k)
+    )
     problems = []
     if missing:
         problems.append(

@@ -32,11 +32,25 @@ What the store guarantees:
   (a complete folder that the index does not list, from a kill between the rename and
   the index write, is verified and adopted), with a WARNING. Only temporary leftovers
   of killed saves are removed, and only the `keep` newest checkpoints are kept.
+- **Deletions are atomic.** A checkpoint that the store deletes (the `keep` rotation,
+  or one of the same step replaced by a new save) is first renamed to a `.trash-*`
+  name, then removed: a process killed during the removal leaves only trash, which
+  the next run removes without a word, never a `ckpt-<step>` folder with part of a
+  checkpoint in it.
+- **Incomplete folders are left as they are.** A `ckpt-<step>` folder that is not a
+  complete checkpoint (no `meta.json`, a listed file missing or of another size, a
+  malformed field of `meta.json`: see `check_folder`) is never deleted and never
+  restored: the store cannot tell a user's half-copied checkpoint from debris, and a
+  `state.h5` still holds the arrays. It is named in one WARNING, with why; the index
+  records it (under `incomplete`), so that later runs do not warn again until it
+  changes. The one exception is an *empty* `ckpt-<step>` folder (from a clean-up of an
+  older kerasteps, killed midway): it holds nothing, and a run's start removes it.
 - **Nothing let in.** Index entries must be `ckpt-<int>` names directly inside the
   directory; any other entry (`../victim`, an absolute path, `""`) is ignored with a
   WARNING, and no code path removes anything outside the directory.
-- **Verified restores.** A checkpoint is restored only if its files are all there with
-  the sizes recorded at the save and `state.h5` has the recorded CRC-32.
+- **Verified restores.** A checkpoint is restored only if its `meta.json` is well
+  formed, its files are all there with the sizes recorded at the save and `state.h5`
+  has the recorded CRC-32.
   `restore_latest` falls back to the newest checkpoint that restores completely,
   with a WARNING naming each broken one and why. A restore is all or nothing: a
   failed one puts back the model's variables as they were.
@@ -75,6 +89,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -104,6 +119,7 @@ FORMAT = "kerasteps.StepCheckpoint/2"
 META_FILE = "meta.json"
 STATE_FILE = "state.h5"
 NAME_RE = re.compile(r"^ckpt-(\d+)$")
+_CRC_RE = re.compile(r"^crc32:[0-9a-f]{8}$")
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
 
@@ -299,11 +315,70 @@ def read_meta(path: str) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
+def _is_size(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _meta_problem(meta: dict, step: int) -> str | None:
+    """What in a `meta.json` a restore could not use, or None (see `check_folder`)."""
+    if type(meta.get("step")) is not int or meta["step"] != step:
+        return f"{META_FILE} names step {meta.get('step')!r}, not {step}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"{META_FILE} lists no files"
+    ours = meta.get("format") == FORMAT  # else the restore names the format
+    if ours and STATE_FILE not in files:
+        return f"{META_FILE} does not list {STATE_FILE}"
+    for file, record in files.items():
+        if not file or os.path.basename(file) != file or file in (".", ".."):
+            return f"{META_FILE} lists {file!r}, which is not a file of the folder"
+        if ours:  # {"bytes": 123, "crc32": "crc32:0a1b2c3d"}
+            valid = (
+                isinstance(record, dict)
+                and _is_size(record.get("bytes"))
+                and isinstance(record.get("crc32"), str)
+                and _CRC_RE.match(record["crc32"]) is not None
+            )
+        else:  # an older kerasteps's bare sizes
+            size = record.get("bytes") if isinstance(record, dict) else record
+            valid = _is_size(size)
+        if not valid:
+            return f"{META_FILE} records {file} as {record!r}, not its size and CRC-32"
+    if not _is_time(meta.get("time", 0.0)):
+        return f"{META_FILE} records the time {meta['time']!r}, not a number"
+    optimizers = meta.get("optimizers")
+    named = isinstance(optimizers, dict) and all(
+        isinstance(cls, str) for cls in optimizers.values()
+    )
+    if ours and optimizers is not None and not named:
+        return f"{META_FILE} records the optimizers {optimizers!r}, not class names"
+    return None
+
+
 def check_folder(path: str) -> str | None:
     """Why a checkpoint folder is not complete, or None when it is.
 
-    Complete: its `meta.json` reads and names the folder's step, and every file it
-    lists is there with the recorded size.
+    Complete: its `meta.json` reads, and every field of it that a restore reads is
+    well formed: it names the folder's step; it lists `state.h5` (and any other
+    file), each with a size and a CRC-32, and every listed file is in the folder
+    with that size; the save's time is a number; the optimizer classes are names.
+    A folder that fails this is left as it is and not used (see the module
+    docstring). The fields that only the next run reads (`windows`,
+    `examples_per_step`) are checked when they are handed to it
+    (`StepCheckpoint.restore_latest`): a malformed one is dropped with a WARNING.
+
+    Example:
+
+    >>> import tempfile, os
+    >>> from kerasteps.checkpoint_store import check_folder
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt-3")
+    >>> os.mkdir(path)
+    >>> check_folder(path)
+    'meta.json is missing or unreadable'
     """
     name = os.path.basename(path.rstrip("/"))
     match = NAME_RE.match(name)
@@ -314,12 +389,10 @@ def check_folder(path: str) -> str | None:
     meta = read_meta(path)
     if not meta:
         return f"{META_FILE} is missing or unreadable"
-    if meta.get("step") != int(match.group(1)):
-        return f"{META_FILE} names step {meta.get('step')!r}, not {match.group(1)}"
-    files = meta.get("files")
-    if not isinstance(files, dict) or not files:
-        return f"{META_FILE} lists no files"
-    for file, record in files.items():
+    problem = _meta_problem(meta, int(match.group(1)))
+    if problem is not None:
+        return problem
+    for file, record in meta["files"].items():
         size = record.get("bytes") if isinstance(record, dict) else record
         full = os.path.join(path, file)
         if not tf.io.gfile.exists(full):
@@ -346,6 +419,11 @@ class _View(NamedTuple):
     notes: list[str]
     #: Whether the index must be rewritten.
     changed: bool
+    #: The incomplete `ckpt-<step>` folders, `{name: reason}` (the index records
+    #: them once their notes are logged, so that each is warned about once).
+    incomplete: dict[str, str]
+    #: Those of them that the index records already, with the same reason.
+    warned: dict[str, str]
 
 
 def _reconcile(
@@ -424,8 +502,10 @@ class CheckpointStore:
             logger.warning("StepCheckpoint: could not remove %s (%s).", path, error)
 
     # -- reading ----------------------------------------------------------------------
-    def _read_index(self) -> list[CheckpointInfo] | None:
-        """The index's valid entries; None if there is no index or it cannot be read."""
+    def _read_index(self) -> tuple[list[CheckpointInfo], dict[str, str]] | None:
+        """The index's valid entries, and the incomplete folders it records as
+        warned about (`{name: reason}`); None if there is no index or it cannot be
+        read."""
         path = self._inside(INDEX_FILE)
         if not tf.io.gfile.exists(path):
             return None
@@ -444,7 +524,10 @@ class CheckpointStore:
                 error,
             )
             return None
-        return self._index_entries(raw, path)
+        known = data.get("incomplete")
+        if not isinstance(known, dict):
+            known = {}
+        return self._index_entries(raw, path), known
 
     def _index_entries(self, raw: list, path: str) -> list[CheckpointInfo]:
         """The index's valid entries: `ckpt-<step>` names inside the directory,
@@ -481,18 +564,22 @@ class CheckpointStore:
         """The committed checkpoints, the index repaired from the folders on disk.
 
         Returns:
-            `(entries, notes, changed)`: the checkpoints oldest save first, what
-            was repaired (one note each), and whether the index must be rewritten.
+            `(entries, notes, changed, incomplete, warned)`: the checkpoints
+            oldest save first, what was repaired or is to be warned about (one
+            note each), whether the index must be rewritten, the incomplete
+            folders, and those of them already warned about.
         """
-        index = self._read_index()
+        read = self._read_index()
+        index, known = read if read is not None else (None, {})
         complete, incomplete = self._scan_folders()
         notes = [
-            f"{name} is incomplete ({reason}): left as it is, not used"
+            f"{name} is incomplete or damaged ({reason}): left as it is, not used"
             for name, reason in incomplete.items()
+            if known.get(name) != reason  # each one warned about once
         ]
         if index is None:
             entries = list(complete.values())
-            changed = bool(entries)
+            changed = bool(entries) or bool(incomplete)
             if entries:
                 notes.append(
                     f"no readable index: rebuilt it from the {len(entries)} "
@@ -500,9 +587,10 @@ class CheckpointStore:
                 )
         else:
             entries = _reconcile(index, complete, incomplete, notes)
-            changed = len(entries) != len(index)
+            changed = len(entries) != len(index) or known != incomplete
         entries.sort(key=lambda info: (info.time, info.step))
-        return _View(entries, notes, changed)
+        warned = {n: r for n, r in incomplete.items() if known.get(n) == r}
+        return _View(entries, notes, changed, incomplete, warned)
 
     def _scan_folders(self) -> tuple[dict[str, CheckpointInfo], dict[str, str]]:
         """The `ckpt-<step>` folders: `({name: info} complete, {name: reason}
@@ -549,7 +637,10 @@ class CheckpointStore:
     def recover(self) -> None:
         """Repairs the directory when a run begins: the index, and killed saves' files.
 
-        Logs a WARNING for each repair. Removes only temporary leftovers.
+        Logs a WARNING for each repair. Removes only temporary leftovers (of killed
+        saves and clean-ups) and empty `ckpt-<step>` folders; an incomplete
+        checkpoint folder is warned about once and left as it is (see the module
+        docstring).
 
         Example:
 
@@ -568,13 +659,29 @@ class CheckpointStore:
                     name.startswith(INDEX_FILE) and name.endswith(".tmp")
                 ):
                     tf.io.gfile.remove(self._inside(name))
-            entries, notes, changed = self._view()
-            for note in notes:
+            for name in self._folders():
+                self._remove_if_empty(name)
+            view = self._view()
+            for note in view.notes:
                 logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
-            if changed:
-                self._write_index(entries)
+            if view.changed:
+                self._write_index(view.entries, view.incomplete)
 
-    def _write_index(self, entries: list[CheckpointInfo]) -> None:
+    def _remove_if_empty(self, name: str) -> None:
+        """Removes a `ckpt-<step>` folder that holds nothing (a clean-up by an older
+        kerasteps, killed midway, left it): no checkpoint is lost."""
+        path = self._inside(name)
+        if not _atomic.is_local(path) or not os.path.isdir(path):
+            return
+        try:
+            os.rmdir(path)  # only ever removes an empty folder
+        except OSError:
+            return
+        logger.info("StepCheckpoint: removed the empty folder %s.", path)
+
+    def _write_index(
+        self, entries: list[CheckpointInfo], incomplete: dict[str, str]
+    ) -> None:
         latest = entries[-1] if entries else None
         index = {
             "format": FORMAT,
@@ -583,6 +690,8 @@ class CheckpointStore:
             "checkpoints": [
                 {"name": e.name, "step": e.step, "time": e.time} for e in entries
             ],
+            # Folders left as they are, already warned about: `{name: reason}`.
+            "incomplete": dict(sorted(incomplete.items())),
         }
         _atomic.write_text(self._inside(INDEX_FILE), json.dumps(index, indent=1))
 
@@ -596,7 +705,9 @@ class CheckpointStore:
         """Copies the model's state to host memory, with its step and counters.
 
         This is the part of a save that runs on the training thread. Nothing is
-        written until `write(capture)`.
+        written until `write(capture)`. On PyTorch the state includes torch's
+        global generators (`rng/torch/...`, listed in `meta.json`'s
+        `generator_states`): an unseeded `Dropout` draws from them.
 
         Args:
             model: The model.
@@ -612,6 +723,8 @@ class CheckpointStore:
             step = steps_lib.global_step(model)
             return Capture(step, {}, {}, chief=False)
         arrays = (snapshot or _model_state.Snapshot()).take(model)
+        generators = _model_state.generator_states()  # at the same moment
+        arrays.update(generators)
         counters = steps_lib.step_counters(model)
         meta = {
             "format": FORMAT,
@@ -626,6 +739,7 @@ class CheckpointStore:
             "keras_version": keras.__version__,
             "backend": keras.backend.backend(),
             "finite": True,
+            "generator_states": sorted(generators),
             **(extra_meta or {}),
         }
         return Capture(counters[counters_name], arrays, meta)
@@ -663,12 +777,15 @@ class CheckpointStore:
         """Copies the state to host memory now and writes it on a background thread.
 
         At most one save is in flight: this first waits for the previous one (and
-        raises its error, if it failed). The host copy is kept in buffers reused by
-        every save: one extra copy of the state in memory. The writer thread is not
-        a daemon, so an interpreter that exits waits for the save to complete; a
-        process that is killed leaves a temporary folder that `recover` removes.
-        On Linux the writer thread runs at a lower CPU priority (nice +10): it
-        uses the cycles that training leaves idle.
+        raises its error, if it failed). A save refused because the state is not
+        finite is no error: it is logged at ERROR on the writer thread
+        (`StepCheckpoint: not saving step 7: ... The last finite checkpoint is
+        kept.`), and `wait` does not raise it. The host copy is kept in buffers
+        reused by every save: one extra copy of the state in memory. The writer
+        thread is not a daemon, so an interpreter that exits waits for the save to
+        complete; a process that is killed leaves a temporary folder that
+        `recover` removes. On Linux the writer thread runs at a lower CPU priority
+        (nice +10): it uses the cycles that training leaves idle.
 
         Args:
             model: The model.
@@ -686,6 +803,9 @@ class CheckpointStore:
             _lower_priority()
             try:
                 info = self.write(capture)
+            except NonFiniteStateError as error:  # refused: not an error of the run
+                logger.error("%s The last finite checkpoint is kept.", error)
+                return
             except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
                 error.add_note(
                     f"(while writing the checkpoint of step {capture.step} to "
@@ -726,6 +846,20 @@ class CheckpointStore:
         """
         if distribute.is_chief(model) or _reads_in_lockstep(model):
             self._snapshot.prepare(model)
+
+    def join(self) -> None:
+        """Waits for the background save in flight, if any, and leaves its error
+        (if it failed) for `wait`, which the save's owner calls, to raise.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint_store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).join()
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join()
 
     def wait(self) -> None:
         """Waits for the background save in flight, if any; raises its error.
@@ -779,21 +913,43 @@ class CheckpointStore:
         trash = None
         if tf.io.gfile.exists(final):
             # A checkpoint of the same step from an abandoned run: move it away first.
-            trash = f"{_TRASH_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
-            tf.io.gfile.rename(final, self._inside(trash))
+            trash = self._to_trash(name)
         tf.io.gfile.rename(self._inside(tmp_name), final)
         if trash is not None:
             self._remove(trash)
 
+    def _to_trash(self, name: str) -> str:
+        """Renames `directory/name` to a `.trash-*` name (one step: a process killed
+        at any moment leaves the folder whole or trash, never a part of it)."""
+        trash = f"{_TRASH_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+        tf.io.gfile.rename(self._inside(name), self._inside(trash))
+        return trash
+
+    def _discard(self, name: str) -> None:
+        """Deletes the checkpoint `name`: moved to the trash, then removed.
+
+        A kill during the removal leaves only trash, which `recover` removes at the
+        next run, never a `ckpt-<step>` folder without its `meta.json`.
+        """
+        try:
+            trash = self._to_trash(name)
+        except (OSError, tf.errors.OpError) as error:
+            logger.warning(
+                "StepCheckpoint: could not remove %s (%s).", self._inside(name), error
+            )
+            return
+        self._remove(trash)
+
     def _commit(self, info: CheckpointInfo) -> None:
-        entries = [e for e in self._view()[0] if e.name != info.name]
+        view = self._view()
+        entries = [e for e in view.entries if e.name != info.name]
         entries.append(info)
         kept, dropped = entries[-self.keep :], entries[: -self.keep]
-        self._write_index(kept)
+        self._write_index(kept, view.warned)  # the others: at the next `recover`
         kept_names = {e.name for e in kept}
         for entry in dropped:
             if entry.name not in kept_names:
-                self._remove(entry.name)
+                self._discard(entry.name)
 
     # -- restoring --------------------------------------------------------------------
     def restore(self, model: keras.Model, info: CheckpointInfo) -> int:
@@ -824,10 +980,11 @@ class CheckpointStore:
         if restored != info.step:
             logger.warning(
                 "StepCheckpoint: %s was saved at step %d but the model's global step "
-                "after restoring is %d.",
+                "after restoring is %d.%s",
                 info.path,
                 info.step,
                 restored,
+                steps_lib.undeclared_restore_hint(model, meta.get("global_counter")),
             )
         logger.info("StepCheckpoint: restored %s; global step %d.", info.path, restored)
         return restored
@@ -854,10 +1011,10 @@ class CheckpointStore:
                 naming each and why.
         """
         failures = []
-        entries, notes, _ = self._view()
-        for note in notes:
+        view = self._view()
+        for note in view.notes:
             logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
-        for info in reversed(entries):
+        for info in reversed(view.entries):
             try:
                 self.restore(model, info)
             except ValueError as error:

@@ -70,12 +70,15 @@ class StopOnNonFinite(StepCallback):
     it writes to, a `kerasteps.checkpoint_store.CheckpointStore`, or a directory), a
     copy of the model and optimizer variables is kept in memory at every check
     whose losses and variables are all finite; when a loss goes non-finite, that
-    copy is saved as a checkpoint (`checkpoint_saved`), which
-    `StepCheckpoint.restore_latest` then resumes from. The model itself keeps its
-    non-finite state, and its global step, so the sinks and the step stay
-    consistent. The copy costs one host copy of every variable per check, into two
-    sets of buffers kept in memory (twice the state's size): use a larger `every`
-    for big models (the saved state is then up to `every` steps old).
+    copy is saved as a checkpoint (`checkpoint_saved`), the newest of the
+    directory, which `StepCheckpoint.restore_latest` then resumes from. A
+    `StepCheckpoint`'s background save in flight commits first; one refused there
+    because the state had already turned non-finite is only logged, and `fit()`
+    ends normally. The model itself keeps its non-finite state, and its global
+    step, so the sinks and the step stay consistent. The copy costs one host copy
+    of every variable per check, into two sets of buffers kept in memory (twice
+    the state's size): use a larger `every` for big models (the saved state is
+    then up to `every` steps old).
 
     It acts before the sinks and the checkpoints at a step (its `role` is
     `"guard"`); a scheduled `StepCheckpoint` does not save the step where this
@@ -191,7 +194,9 @@ class StopOnNonFinite(StepCallback):
         self._snapshot.meta.update(
             {"saved_by": "StopOnNonFinite", "stopped_at": self.message}
         )
-        self._store.wait()  # a StepCheckpoint's save in flight first
+        # A StepCheckpoint's save in flight commits first (its error, if it failed,
+        # is the StepCheckpoint's to raise; a refused non-finite save is no error).
+        self._store.join()
         self.checkpoint_saved = self._store.write(self._snapshot)
         logger.error(
             "StopOnNonFinite: saved the last finite state (step %d) to %s.",

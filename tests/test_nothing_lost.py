@@ -1,0 +1,267 @@
+"""Nothing lost (issue 27): the NaN guard beside async checkpoints, a full disk, a
+damaged `meta.json`, and a kill during the keep-N clean-up.
+
+Each test reads back what is on disk and what a restore gives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from kerasteps.callbacks import LogEvery, StepCheckpoint, StopOnNonFinite
+from kerasteps.checkpoint_store import CheckpointStore
+from tests.helpers import ROOT, SCRIPTS, NanAtStep, fit_steps, tiny_data, tiny_model
+
+
+def _messages(caplog, level=logging.WARNING) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+
+def _ours(caplog) -> list[str]:
+    """The WARNING lines of the store and its callbacks."""
+    return [m for m in _messages(caplog) if m.startswith("StepCheckpoint")]
+
+
+# -- 1. the NaN guard beside an async StepCheckpoint ----------------------------------
+@pytest.mark.neutral
+def test_the_guard_saves_the_last_finite_state_beside_async_saves(tmp_path, caplog):
+    caplog.set_level(logging.ERROR, logger="kerasteps")
+    model = NanAtStep(nan_step=12)
+    model.compile(keras.optimizers.SGD(0.01))
+    x, y = tiny_data(40)
+    checkpoint = StepCheckpoint(tmp_path, every=1, keep=5)  # async saves
+    stop = StopOnNonFinite(every=5, checkpoint=checkpoint)
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[stop, checkpoint])
+    assert model.stop_training
+    assert (stop.stopped_step, stop.stopped_key) == (15, "d_loss")
+    assert stop.checkpoint_saved.step == 10  # the check before the NaN
+    steps = [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)]
+    assert steps == [7, 8, 9, 11, 10]  # 12-14 refused; the guard's is the newest
+    errors = _messages(caplog, logging.ERROR)
+    assert any("not saving step 14" in m for m in errors)  # logged, not raised
+    assert "StopOnNonFinite: d_loss is nan at step 15; stopping training." in errors
+    assert any("saved the last finite state (step 10)" in m for m in errors)
+    restored = NanAtStep(nan_step=10**9)
+    restored.compile(keras.optimizers.SGD(0.01))
+    restored(x[:1])
+    assert StepCheckpoint.restore_latest(restored, tmp_path) == 10
+    assert all(np.isfinite(w.numpy()).all() for w in restored.weights)
+
+
+# -- 2. a full disk -----------------------------------------------------------------
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_ends_the_run_with_its_error_and_loses_nothing(tmp_path):
+    """A real `EFBIG` from the kernel (`RLIMIT_FSIZE`, in a child process) while
+    `state.h5` of step 15 is written: the run ends with that error, the process
+    exits as the script says (3, never 139), and steps 5 and 10 restore."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    script = SCRIPTS / "full_disk_train.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--directory", str(tmp_path / "ckpt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out[-3000:]
+    assert "DISK ERROR OSError 27 [Errno 27] File too large" in done.stdout, out[-3000:]
+    assert "COMMITTED 5 10" in done.stdout
+    assert "RESTORED 5" in done.stdout and "RESTORED 10" in done.stdout
+    left = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert left == ["checkpoint.json", "ckpt-10", "ckpt-5"]  # no temporary folder
+
+
+# -- 3. a damaged meta.json ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A directory with the checkpoints of steps 2, 4 and 6 (copied by each test)."""
+    directory = tmp_path_factory.mktemp("saved") / "ckpt"
+    fit_steps(tiny_model(), 6, [StepCheckpoint(directory, every=2, keep=10)])
+    keras.backend.clear_session()
+    return directory
+
+
+def _copy(saved, tmp_path):
+    directory = tmp_path / "ckpt"
+    shutil.copytree(saved, directory)
+    return directory
+
+
+def _edit(meta_json, change) -> None:
+    meta = json.loads(meta_json.read_text())
+    if callable(change):
+        meta = change(meta)
+    else:
+        meta.update(change)
+    meta_json.write_text(meta if isinstance(meta, str) else json.dumps(meta))
+
+
+def _record(meta):
+    return meta["files"]["state.h5"]
+
+
+DAMAGES = {
+    "crc": (
+        lambda m: {**m, "files": {"state.h5": {**_record(m), "crc32": "crc32:0"}}},
+        "records state.h5 as",
+    ),
+    "other-crc": (
+        lambda m: {
+            **m,
+            "files": {"state.h5": {**_record(m), "crc32": "crc32:00000000"}},
+        },
+        "crc32:00000000 was written",
+    ),
+    "bytes": (
+        lambda m: {
+            **m,
+            "files": {"state.h5": {**_record(m), "bytes": _record(m)["bytes"] + 1}},
+        },
+        "bytes",
+    ),
+    "step": ({"step": 5}, "names step 5, not 6"),
+    "format": ({"format": "kerasteps.StepCheckpoint/9"}, "has the format"),
+    "optimizer": ({"optimizers": {"optimizer": "Adam"}}, "holds the state of a Adam"),
+    "json-garbage": (lambda m: '{"step": 6, "files": {', "missing or unreadable"),
+    "int-record": (  # a bare size, of the right value
+        lambda m: {**m, "files": {"state.h5": _record(m)["bytes"]}},
+        "records state.h5 as",
+    ),
+    "time": ({"time": "yesterday"}, "records the time 'yesterday'"),
+    "outside": (
+        lambda m: {**m, "files": {**m["files"], "../ckpt-4/state.h5": _record(m)}},
+        "not a file of the folder",
+    ),
+}
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_meta_json_falls_back_to_the_checkpoint_before(
+    saved, tmp_path, caplog, damage
+):
+    directory = _copy(saved, tmp_path)
+    change, reason = DAMAGES[damage]
+    _edit(directory / "ckpt-6" / "meta.json", change)
+    before = sorted(p.name for p in directory.rglob("*"))
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    assert StepCheckpoint.restore_latest(tiny_model(seed=1), directory) == 4
+    named = [m for m in _ours(caplog) if "ckpt-6" in m]
+    assert named and reason in named[0], _ours(caplog)
+    assert sorted(p.name for p in directory.rglob("*")) == before  # nothing deleted
+
+
+@pytest.mark.neutral
+def test_a_checkpoint_of_another_backend_restores(saved, tmp_path, caplog):
+    directory = _copy(saved, tmp_path)
+    other = "jax" if keras.backend.backend() != "jax" else "torch"
+    _edit(directory / "ckpt-6" / "meta.json", {"backend": other})
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    assert StepCheckpoint.restore_latest(tiny_model(seed=1), directory) == 6
+    assert _ours(caplog) == []
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("windows", {"Every(2)": {"loss": "x"}}),
+        ("windows", {"a": 3}),
+        ("windows", {"Every(2)": {"loss": [1.0]}}),
+        ("windows", {"Every(2)": {"loss": [1.0, 2.0, 3.0]}}),
+        ("windows", [1, 2]),
+        ("examples_per_step", True),
+        ("examples_per_step", "2"),
+        ("examples_per_step", -2),
+    ],
+)
+def test_a_malformed_run_field_is_dropped_and_the_run_resumes(
+    saved, tmp_path, caplog, field, value
+):
+    """`windows` and `examples_per_step` only refine the next run: the checkpoint
+    restores without them, with a WARNING, and the resumed fit runs."""
+    directory = _copy(saved, tmp_path)
+    _edit(directory / "ckpt-6" / "meta.json", {field: value})
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    model = tiny_model(seed=1)
+    assert StepCheckpoint.restore_latest(model, directory) == 6
+    fit_steps(model, 4, [LogEvery(2)])
+    assert int(model.optimizer.iterations.numpy()) == 10
+    warning = [m for m in _ours(caplog) if "ckpt-6" in m]
+    assert len(warning) == 1 and f"{field} in meta.json is malformed" in warning[0]
+    assert "restored without it" in warning[0]
+
+
+# -- 4. a kill during the keep-N clean-up ---------------------------------------------
+class Killed(BaseException):
+    pass
+
+
+@pytest.mark.neutral
+def test_a_kill_during_the_clean_up_leaves_only_trash(tmp_path, caplog, monkeypatch):
+    model = tiny_model()
+    store = CheckpointStore(tmp_path, keep=1)
+    fit_steps(model, 2)
+    store.save(model)
+    fit_steps(model, 2)
+    remove = CheckpointStore._remove
+
+    def killed_midway(self, name):
+        # As a kill -9 inside shutil.rmtree: one file gone, then the process is.
+        os.remove(tmp_path / name / "meta.json")
+        raise Killed
+
+    monkeypatch.setattr(CheckpointStore, "_remove", killed_midway)
+    with pytest.raises(Killed):
+        store.save(model)  # step 4 commits, then ckpt-2 is dropped
+    monkeypatch.setattr(CheckpointStore, "_remove", remove)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    trash = [n for n in left if n.startswith(".trash-ckpt-2-")]
+    assert len(trash) == 1  # and no ckpt-2 without its meta.json
+    assert sorted(set(left) - set(trash)) == ["checkpoint.json", "ckpt-4"]
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    fit_steps(model, 2, [StepCheckpoint(tmp_path, every=100)])
+    assert _ours(caplog) == []  # removed without a word
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "ckpt-4"]
+
+
+@pytest.mark.neutral
+def test_an_incomplete_folder_is_kept_and_warned_about_once(tmp_path, caplog):
+    """An empty folder (an older kerasteps's killed clean-up) is removed; one that
+    holds a `state.h5` without `meta.json` may be a user's: it stays, named once."""
+    model = tiny_model()
+    fit_steps(model, 2, [StepCheckpoint(tmp_path, every=2)])
+    (tmp_path / "ckpt-37").mkdir()
+    (tmp_path / "ckpt-41").mkdir()
+    shutil.copy(tmp_path / "ckpt-2" / "state.h5", tmp_path / "ckpt-41" / "state.h5")
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    for run in range(3):
+        caplog.clear()
+        fit_steps(model, 1, [StepCheckpoint(tmp_path, every=100)])
+        warnings = _ours(caplog)
+        if run == 0:
+            assert len(warnings) == 1, warnings
+            named = "ckpt-41 is incomplete or damaged (meta.json is missing"
+            assert named in warnings[0]
+            removed = [m for m in _messages(caplog, logging.INFO) if "ckpt-37" in m]
+            assert removed and "removed the empty folder" in removed[0]
+        else:
+            assert warnings == [], (run, warnings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint.json",
+        "ckpt-2",
+        "ckpt-41",
+    ]
+    assert (tmp_path / "ckpt-41" / "state.h5").stat().st_size > 0
+    assert StepCheckpoint.restore_latest(tiny_model(seed=1), tmp_path) == 2
+    assert _ours(caplog) == []

@@ -5,11 +5,89 @@ directory); `creatable_problem` only says why a directory could not be created a
 written, creating nothing (a recipe's `--logdir`, checked before any option that
 could still refuse the run). Paths with a scheme (`gs://...`) are left to the file
 system that writes them.
+
+Some folders are refused even when they can be written (as root everything can):
+the file system's root, a top-level system folder itself (`/etc`, `/usr`, `/var`,
+...; a folder below them is fine), and anything under `/proc` or `/sys`, pseudo
+file systems where a write is not a file (`unfit_problem`). The home directory is
+not refused: runs written there are untidy, not lost.
 """
 
 from __future__ import annotations
 
 import os
+
+#: Pseudo file systems: what is below them is no file, and `/proc` shows every
+#: process's view of the whole file system again (readers never enter them).
+PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")
+
+#: Top-level system folders: never the folder of runs themselves.
+_SYSTEM_FOLDERS = frozenset(
+    {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32"}
+    | {"/proc", "/run", "/sbin", "/sys", "/usr", "/var"}
+)
+
+
+def is_file_system_root(path: str | os.PathLike) -> bool:
+    """Whether `path` is, once resolved, the root of the file system (`/`).
+
+    Example:
+
+    >>> from kerasteps._paths import is_file_system_root
+    >>> is_file_system_root("/tmp/.."), is_file_system_root("/tmp")
+    (True, False)
+    """
+    real = os.path.realpath(os.path.abspath(os.fspath(path)))
+    return os.path.dirname(real) == real
+
+
+def in_pseudo_file_system(path: str | os.PathLike) -> bool:
+    """Whether `path`, once resolved, is `/proc`, `/sys` or below them.
+
+    Example:
+
+    >>> from kerasteps._paths import in_pseudo_file_system
+    >>> in_pseudo_file_system("/proc/self/cwd/.."), in_pseudo_file_system("/tmp")
+    (True, False)
+    """
+    real = os.path.normpath(os.path.abspath(os.fspath(path)))
+    try:
+        real = os.path.realpath(real)
+    except OSError:
+        pass
+    return any(real == top or real.startswith(top + "/") for top in PSEUDO_FILE_SYSTEMS)
+
+
+def unfit_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is no folder to write runs into, whatever its permissions; or None.
+
+    The file system's root, a top-level system folder itself, and anything under
+    `/proc` or `/sys` are refused (see the module docstring).
+
+    Example:
+
+    >>> from kerasteps._paths import unfit_problem
+    >>> unfit_problem("/")
+    "'/' is the root of the file system: give a folder of its own for the runs."
+    >>> unfit_problem("logs/run") is None
+    True
+    """
+    path = os.fspath(path)
+    if "://" in path:
+        return None
+    if is_file_system_root(path):
+        return (
+            f"{path!r} is the root of the file system: give a folder of its own "
+            "for the runs."
+        )
+    if in_pseudo_file_system(path):
+        return (
+            f"{path!r} is under {' or '.join(PSEUDO_FILE_SYSTEMS)}, a pseudo file "
+            "system that holds no files: give a folder on a disk."
+        )
+    if os.path.realpath(os.path.abspath(path)) in _SYSTEM_FOLDERS:
+        return f"{path!r} is a system folder: give a folder of its own for the runs."
+    return None
 
 
 def writable_dir(path: str | os.PathLike, argument: str) -> str:
@@ -24,7 +102,8 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
 
     Raises:
         TypeError: if `path` is not a non-empty path.
-        ValueError: if `path` is a file, cannot be created, or is not writable.
+        ValueError: if `path` is a file, cannot be created, is not writable, or is
+            no folder for runs (`unfit_problem`).
 
     Example:
 
@@ -38,6 +117,9 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise TypeError(f"`{argument}` must be a directory path, received {path!r}.")
     path = os.fspath(path)
+    unfit = unfit_problem(path)
+    if unfit:
+        raise ValueError(f"`{argument}` is not a folder for runs: {unfit}")
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise ValueError(
             f"`{argument}` must be a directory, received the path of a file: {path!r}."
@@ -58,6 +140,9 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
 def creatable_problem(path: str) -> str | None:
     """Why `path` could not be created and written, or None; creates nothing.
 
+    Also says why a folder that could be written is still no folder for runs
+    (`unfit_problem`).
+
     Example:
 
     >>> import tempfile
@@ -67,6 +152,9 @@ def creatable_problem(path: str) -> str | None:
     """
     if "://" in path:
         return None  # a remote file system: checked when the run writes
+    unfit = unfit_problem(path)
+    if unfit:
+        return unfit
     existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)

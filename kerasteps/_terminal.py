@@ -6,8 +6,11 @@ on screen, every `logging.StreamHandler` that writes to the same terminal (the
 writes through it: the line is erased, the log line printed, and the live line drawn
 again below it, as tqdm's `logging_redirect_tqdm` and Rich's live display do.
 
-- **Only on a terminal.** A `LiveLine` whose stream is not a tty does nothing: what is
-  drawn goes to the stream as it was written, and no handler is touched.
+- **Off a terminal, whole lines.** A `LiveLine` whose stream is not a tty (a pipe, a
+  file) touches no handler, and writes what is drawn as whole lines only: the text a
+  drawing leaves on screen (after Keras's `"\\r"` and `"\\b"` redraws), without
+  colour codes or trailing blanks, ending in a newline. So a log line written to the
+  same pipe (`2>&1`, a scheduler's log file) never joins a bar line.
 - **The real last line.** What is drawn in `drawing()` (Keras's `Progbar` writes
   `"\\b" * n + "\\r" + line` to `sys.stdout`) is captured and written by the
   `LiveLine` itself, so it knows the text on screen and how many rows it takes: a line
@@ -113,8 +116,9 @@ class LiveLine:
     Args:
         stream: The terminal stream the line is drawn on (the real `sys.stdout`):
             `drawing()` captures what its block writes to `sys.stdout` and writes
-            it here.
-        enabled: False to leave everything as it is (the line is not drawn in place).
+            it here. Off a terminal, as whole lines (see the module docstring).
+        enabled: False to leave everything as it is (the line is not drawn in
+            place, on a terminal or off it: what is drawn is written as it is).
         alive: Returns False once the owner's run is over without `close()` (a
             `fit()` that raised); None: until `close()`.
 
@@ -122,12 +126,13 @@ class LiveLine:
 
     >>> import sys
     >>> from kerasteps._terminal import LiveLine
-    >>> line = LiveLine(sys.stdout)  # here not a terminal: it changes nothing
-    >>> line.active
-    False
+    >>> line = LiveLine(sys.stdout)  # here not a terminal: whole lines
+    >>> line.active, line.whole_lines
+    (False, True)
     >>> with line.drawing():  # on a terminal: captured, drawn as the live line
-    ...     print(" 3/10 - loss: 0.1234")
-     3/10 - loss: 0.1234
+    ...     print(" 3/10 - loss: 0.1234", end="")
+    ...     print("\\b" * 20 + "\\r 4/10 - loss: 0.1003", end="")
+     4/10 - loss: 0.1003
     >>> line.close()
     """
 
@@ -139,6 +144,7 @@ class LiveLine:
     ):
         self.stream = stream
         self._stat = _terminal_stat(stream) if enabled else None
+        self._whole_lines = enabled and self._stat is None
         self._alive = alive
         self._lock = threading.RLock()
         self._text = ""  # the live line, as last drawn
@@ -156,6 +162,11 @@ class LiveLine:
         return self._stat is not None and not self._closed
 
     @property
+    def whole_lines(self) -> bool:
+        """True off a terminal: what is drawn is written as whole lines only."""
+        return self._whole_lines and not self._closed
+
+    @property
     def text(self) -> str:
         """The live line as last drawn (control sequences included)."""
         return self._text
@@ -168,7 +179,15 @@ class LiveLine:
         lines); the text after the last newline is the live line.
         """
         if not self.active:
-            yield
+            if not self.whole_lines:
+                yield
+                return
+            captured = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(captured):
+                    yield
+            finally:
+                self._write_whole_lines(captured.getvalue())
             return
         captured = io.StringIO()
         with self._lock:
@@ -231,6 +250,17 @@ class LiveLine:
         self._text = text
         self._width = _width(text)
         self._shown = bool(text)
+
+    def _write_whole_lines(self, captured: str) -> None:
+        """Off a terminal: each line as it would end up on screen, with a newline."""
+        lines = []
+        for written in captured.split("\n"):
+            text = _CONTROL.sub("", _overwrite("", written)).rstrip()
+            if text:
+                lines.append(text + "\n")
+        if lines:
+            with self._lock:
+                self._write("".join(lines))  # one write: a pipe keeps it whole
 
     def _draw(self, captured: str) -> None:
         if not captured:

@@ -17,8 +17,10 @@ itself), and every step is the step the summary was written at (the global step 
 kerasteps callbacks).
 
 A user mistake (unknown recipe, unknown option, bad value, missing LOGDIR, LOGDIR
-without event files, port in use) prints a one-line click error and exits with
-status 2.
+without event files, the file system's root as LOGDIR, port in use) prints a
+one-line click error and exits with status 2. A damaged event file is read up to
+the damage, with a WARNING naming it (see `kerasteps.events`), and the other files
+are shown as usual.
 
 Example:
 
@@ -48,6 +50,21 @@ from kerasteps import __version__, _recipe_files, _startup
 __all__ = ["main"]
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _logdir_to_read(
+    context: click.Context, parameter: click.Parameter, value: str
+) -> str:
+    """LOGDIR of `board`, `plot`, `summary`: not the file system's root, whose walk
+    would read every event file of the machine (and take minutes)."""
+    from kerasteps._paths import is_file_system_root
+
+    if is_file_system_root(value):
+        raise click.BadParameter(
+            f"{value!r} is the root of the file system: give the folder of your runs."
+        )
+    return value
+
 
 _LOGDIR = click.Path(exists=True, file_okay=False, dir_okay=True)
 
@@ -206,7 +223,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR)
+@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address.")
 @click.option("--port", type=click.IntRange(1, 65535), default=6006, show_default=True)
 @click.argument("tensorboard_args", nargs=-1, type=click.UNPROCESSED)
@@ -293,7 +310,7 @@ def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR)
+@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
 @click.option(
     "-o",
     "--output",
@@ -466,7 +483,7 @@ def _summary_row(run: str, tag: str, points: list) -> tuple[str, ...]:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR)
+@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
 @click.option("--tag", "tags", multiple=True, help="Show only this tag (repeatable).")
 def summary(logdir: str, tags: tuple[str, ...]) -> None:
     """Print a table of runs x tags: last value, and best or min and max.

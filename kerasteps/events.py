@@ -20,6 +20,17 @@ with TensorBoard's own event-file reader
 It is used by `kerasteps plot` and `kerasteps summary`, and by tests that read back
 what a callback wrote.
 
+Damaged files: no reader here asks for more bytes than a file holds. A file's
+records are counted first, from their length fields, and the reader reads that many:
+TensorBoard's readers trust a record's length (one that claims 2**40 bytes ends in a
+`MemoryError`, or a crash under TensorFlow). A record that runs past the end of the
+file ends the reading of that file: silently when it may still be being written (as
+TensorBoard does), with a WARNING of the `kerasteps` logger naming the file and the
+byte when it cannot be a record (its length's checksum is wrong, or it claims more
+than an event can hold); the events before it are read. Only regular files are read,
+and the walk never enters `/proc` or `/sys`, nor the file system's root through a
+link.
+
 Example:
 
 >>> import tempfile, tensorflow as tf
@@ -34,12 +45,29 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
+import stat
+import struct
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from kerasteps._paths import in_pseudo_file_system, is_file_system_root
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
 
+logger = logging.getLogger("kerasteps")
+
 _SCALARS_PLUGIN = "scalars"
+
+#: A TFRecord: `uint64 length`, `uint32 masked_crc32c(length)`, data, `uint32 crc`.
+_HEADER = struct.Struct("<QI")
+_FOOTER = 4
+#: An `Event` is a protocol buffer, and those are smaller than 2 GiB: a record that
+#: claims more is damaged, never a record still being written.
+_MAX_RECORD = 2**31
 
 
 def is_event_file(name: str | os.PathLike) -> bool:
@@ -75,7 +103,8 @@ def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
 
     Args:
         logdir: A directory. Runs are the directories under it, at any depth and
-            including `logdir` itself, that hold event files.
+            including `logdir` itself, that hold event files (links are followed,
+            but never into `/proc`, `/sys` or the file system's root).
 
     Returns:
         A `dict` sorted by run name, mapping each run name (its path relative to
@@ -101,18 +130,103 @@ def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
     seen: set[str] = set()  # real paths, so that symlink cycles end
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
-        if real in seen:
+        through_link_to_root = dirpath != str(root) and is_file_system_root(real)
+        if real in seen or in_pseudo_file_system(real) or through_link_to_root:
             dirnames.clear()
             continue
         seen.add(real)
         dirnames.sort()
         files = [
-            Path(dirpath) / name for name in sorted(filenames) if is_event_file(name)
+            Path(dirpath) / name
+            for name in sorted(filenames)
+            if is_event_file(name) and _is_regular(os.path.join(dirpath, name))
         ]
         if files:
             run = Path(dirpath).relative_to(root).as_posix()
             runs[run] = files
     return dict(sorted(runs.items()))
+
+
+def _is_regular(path: str) -> bool:
+    """A regular file (through links), not a FIFO, a device or a socket."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _count_records(handle: BinaryIO, size: int) -> tuple[int, str | None]:
+    """How many whole records an event file begins with, and what ends them.
+
+    Reads only the length fields (seeking over the data). Returns the count and,
+    when what follows the last whole record cannot be a record (its length's
+    checksum is wrong, or it claims more than an event can hold), why; None when
+    the file ends there or in a record still being written.
+    """
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    count = offset = 0
+    seekable = handle.seekable()
+    while True:
+        header = handle.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return count, None  # the end, or a header being written
+        length, checksum = _HEADER.unpack(header)
+        end = offset + _HEADER.size + length + _FOOTER
+        if end > size:
+            if masked_crc32c(header[:8]) != checksum:
+                why = "the checksum of its length is wrong"
+            elif length >= _MAX_RECORD:
+                why = f"a record claims {length} bytes, the file has {size - offset}"
+            else:
+                return count, None  # a record being written
+            return count, f"damaged at byte {offset}: {why}"
+        if seekable:
+            handle.seek(end)
+        else:
+            handle.read(length + _FOOTER)
+        offset = end
+        count += 1
+
+
+def _size(handle: Any) -> int:
+    size = getattr(handle, "size", None)
+    if callable(size):
+        return int(size())  # tf.io.gfile.GFile
+    return os.fstat(handle.fileno()).st_size
+
+
+def _open(path: str) -> BinaryIO:
+    if "://" in path:
+        import tensorflow as tf  # remote file systems: the caller imported it
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def _events(path: str | os.PathLike) -> Iterator[Any]:
+    """Yields the `Event` protos of one event file, never reading past its end.
+
+    TensorBoard's loader reads the records, but no more than the file holds whole
+    (see the module docstring); a damaged file is read up to the damage, with a
+    WARNING naming it.
+    """
+    from tensorboard.backend.event_processing.event_file_loader import (
+        LegacyEventFileLoader,
+    )
+
+    path = os.fspath(path)
+    with _open(path) as handle:
+        count, problem = _count_records(handle, _size(handle))
+    if problem:
+        logger.warning(
+            "kerasteps: the event file %s is %s; read the %d record(s) before it.",
+            path,
+            problem,
+            count,
+        )
+    if count:
+        yield from itertools.islice(LegacyEventFileLoader(path).Load(), count)
 
 
 def _scalar_value(value, plugins: dict[str, str]) -> float | None:
@@ -173,16 +287,12 @@ def read_scalars(
     >>> read_scalars(logdir)
     {'.': {'accuracy': [(10, 0.5)]}}
     """
-    from tensorboard.backend.event_processing.event_file_loader import (
-        LegacyEventFileLoader,
-    )
-
     result: dict[str, dict[str, list[tuple]]] = {}
     for run, files in find_runs(logdir).items():
         tags: dict[str, list[tuple]] = {}
         plugins: dict[str, str] = {}  # tag -> plugin name, per run
         for path in files:
-            for event in LegacyEventFileLoader(str(path)).Load():
+            for event in _events(path):
                 if event.WhichOneof("what") != "summary":
                     continue
                 for value in event.summary.value:

@@ -41,6 +41,7 @@ it continues across `fit()` calls, new callback instances and restarts.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,10 +72,11 @@ PLAIN_COUNTER = "step"
 class StepNotCountedError(RuntimeError):
     """A model trained but its global step did not move (raised in `fit()`).
 
-    kerasteps raises it at the first training step of a run where the model's
-    weights or optimizers moved while its global step stayed: a model that trains
-    with optimizers of its own. The message names the optimizers it found and the
-    `count_optimizer_steps` line that fixes it.
+    kerasteps raises it before training a model that certainly trains with
+    optimizers of its own (`undeclared_optimizers`), and otherwise at the first
+    training step of a run where the model's weights or optimizers moved while its
+    global step stayed (that step was applied). The message names the optimizers
+    it found and the `count_optimizer_steps` line that fixes it.
     """
 
 
@@ -140,6 +142,147 @@ def optimizer_attributes(model: keras.Model) -> dict[str, Any]:
     ):
         found = {"optimizer": default, **found}
     return found
+
+
+#: Words of an optimizer attribute's name that say it trains a GAN's generator.
+_GENERATOR_WORDS = frozenset({"g", "gen", "generator"})
+
+
+def _generator_like(name: str) -> bool:
+    lower = name.lower()
+    return "generator" in lower or bool(
+        set(re.split(r"[^a-z0-9]+", lower)) & _GENERATOR_WORDS
+    )
+
+
+def suggest_global_step(moves: Mapping[str, int]) -> str:
+    """The optimizer attribute most likely to count a model's global step.
+
+    The global step of a GAN is its generator's updates: an attribute whose name
+    says generator (a word `g`, `gen` or `generator`: `g_optimizer`, `gen_opt`,
+    `generator_optimizer`) comes first; among the others (or among several of
+    those), the one that moved least (a critic may move `n_critic` times per
+    generator update); a tie goes to the first in order. What kerasteps suggests
+    in the `count_optimizer_steps` line of its messages.
+
+    Args:
+        moves: Optimizer attribute name -> how many updates it made in the steps
+            seen (0 for all when unknown), in attribute order; not empty.
+
+    Returns:
+        The attribute name to suggest.
+
+    Example:
+
+    >>> from kerasteps.steps import suggest_global_step
+    >>> suggest_global_step({"d_optimizer": 1, "g_optimizer": 1})
+    'g_optimizer'
+    >>> suggest_global_step({"critic_opt": 5, "actor_opt": 1})
+    'actor_opt'
+    """
+    names = list(moves)
+    pool = [name for name in names if _generator_like(name)] or names
+    return min(pool, key=lambda name: (moves[name], names.index(name)))
+
+
+_DEFAULT_OPTIMIZER_CONFIG: dict[str, Any] | None = None
+
+
+def _is_compile_default(optimizer: Any) -> bool:
+    """Whether `optimizer` is what `compile()` sets when given none: an RMSprop
+    with Keras's default settings."""
+    global _DEFAULT_OPTIMIZER_CONFIG
+    if type(optimizer) is not keras.optimizers.RMSprop:
+        return False
+    if _DEFAULT_OPTIMIZER_CONFIG is None:
+        config = keras.optimizers.RMSprop().get_config()
+        config.pop("name", None)
+        _DEFAULT_OPTIMIZER_CONFIG = config
+    config = optimizer.get_config()
+    config.pop("name", None)
+    return config == _DEFAULT_OPTIMIZER_CONFIG
+
+
+def _own_train_step(model: keras.Model) -> bool:
+    """Whether the model's class (not Keras) defines its `train_step`."""
+    for cls in type(model).__mro__:
+        if "train_step" in vars(cls):
+            return not cls.__module__.startswith("keras.")
+    return False
+
+
+def undeclared_optimizers(model: keras.Model) -> dict[str, Any]:
+    """The optimizers a model certainly trains with instead of `model.optimizer`.
+
+    Non-empty for a model without a declaration (`count_optimizer_steps`, the
+    step-counter protocol) whose class defines its own `train_step`, that holds
+    optimizers as attributes besides `model.optimizer`, and whose `model.optimizer`
+    is the RMSprop that `compile()` sets when given none (keras-io's GANs call
+    `super().compile()` and keep their own): its global step would stay where it
+    is. Such a model is refused before training; other models are checked at
+    their first step.
+
+    Args:
+        model: A `keras.Model`.
+
+    Returns:
+        Attribute name -> optimizer, `model.optimizer` left out; `{}` otherwise.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.steps import undeclared_optimizers
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile()
+    >>> undeclared_optimizers(model)  # Keras's train_step uses model.optimizer
+    {}
+    """
+    _require_model(model)
+    if not is_plain(model) or not _own_train_step(model):
+        return {}
+    found = optimizer_attributes(model)
+    default = found.pop("optimizer", None)
+    if not found or default is None or not _is_compile_default(default):
+        return {}
+    return found
+
+
+def undeclared_restore_hint(model: keras.Model, saved_global: str | None) -> str:
+    """What to do when a restored model's global step is not its checkpoint's
+    because the model was not declared; `""` when that is not the reason.
+
+    Args:
+        model: The model just restored.
+        saved_global: The checkpoint's global counter (`meta.json`'s
+            `global_counter`): an optimizer attribute when it was declared.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.steps import undeclared_restore_hint
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> undeclared_restore_hint(model, "step")
+    ''
+    """
+    if not is_plain(model):
+        return ""
+    others = optimizer_attributes(model)
+    default = others.pop("optimizer", None)
+    if not others or default is None:
+        return ""  # model.optimizer is one of them (or none is set)
+    iterations = {name: read_int(opt.iterations) for name, opt in others.items()}
+    if saved_global in others:
+        suggestion = saved_global
+    else:
+        suggestion = suggest_global_step(dict.fromkeys(others, 0))
+    listed = ", ".join(f"`{k}` (iterations {v})" for k, v in iterations.items())
+    return (
+        " The model counts its steps with optimizers other than `model.optimizer`: "
+        f"{listed}; undeclared, its global step is `model.optimizer.iterations`. "
+        "Declare the one that counts the global step, then restore again:\n\n"
+        f'    kerasteps.count_optimizer_steps(model, global_step="{suggestion}")\n'
+    )
 
 
 def count_optimizer_steps(model: keras.Model, global_step: str) -> None:

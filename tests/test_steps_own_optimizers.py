@@ -102,7 +102,7 @@ def points(n=BATCH * 10, seed=0):
 
 
 @pytest.mark.tensorflow_only("a custom train_step with tf.GradientTape")
-def test_undeclared_gan_fails_at_its_first_step(tmp_path):
+def test_undeclared_gan_is_refused_before_training(tmp_path):
     gan = make_gan()
     sink = JSONLinesLogger(str(tmp_path / "log.jsonl"), every=5)
     with pytest.raises(StepNotCountedError) as caught:
@@ -114,18 +114,17 @@ def test_undeclared_gan_fails_at_its_first_step(tmp_path):
             callbacks=[sink, StopAtStep(20)],
         )
     message = str(caught.value)
-    assert "KerasIoGAN trained in the first step of this run" in message
-    assert "`model.optimizer.iterations` stayed at 0" in message
     assert (
-        "`optimizer` (iterations 0), `d_optimizer` (iterations 3), "
-        "`g_optimizer` (iterations 1)" in message
+        "KerasIoGAN defines its own train_step and holds the optimizers "
+        "`d_optimizer`, `g_optimizer`" in message
     )
+    assert "Nothing was trained." in message
     assert 'kerasteps.count_optimizer_steps(model, global_step="g_optimizer")' in (
         message
     )
-    # It stopped at that batch: one generator update, three critic updates.
-    assert int(gan.g_optimizer.iterations.numpy()) == 1
-    assert int(gan.d_optimizer.iterations.numpy()) == D_STEPS
+    # Refused before the first update: no optimizer moved.
+    assert int(gan.g_optimizer.iterations.numpy()) == 0
+    assert int(gan.d_optimizer.iterations.numpy()) == 0
     assert sink._file is None  # closed
 
 

@@ -109,7 +109,13 @@ class StepProgressBar(StepCallback):
     its line, and the bar is drawn again below it, as with tqdm's
     `logging_redirect_tqdm`. The handlers get their streams back when the run ends;
     after a `fit()` that raised (Keras calls no callback then), at the next log
-    line or the next run of a bar. When stdout is not a terminal, nothing changes.
+    line or the next run of a bar.
+
+    Off a terminal (stdout to a pipe or a file) the bar writes whole lines only,
+    never a line without its newline, so log lines sent to the same place never
+    join it: one line at the run's first step, one each time the step crosses a
+    tenth of `total_steps`, and the final line when training ends; without colour
+    codes.
 
     Args:
         total_steps: Positive int, the global step at which the run is planned to
@@ -166,6 +172,7 @@ class StepProgressBar(StepCallback):
         self._refreshed: float | None = None
         self._lock = threading.Lock()
         self._line: LiveLine | None = None
+        self._next_line: int | None = None  # off a terminal: the next line's step
 
     def on_run_begin(self, start_step: int) -> None:
         if self._line is not None:
@@ -186,11 +193,29 @@ class StepProgressBar(StepCallback):
             enabled=_draws_in_place(self.progbar),
             alive=_while_in_fit(self.model),
         )
+        if self._line.whole_lines:
+            self.progbar.interval = 0  # the lines below decide when to draw
+        self._next_line = start_step + 1
+
+    def _line_due(self, step: int) -> bool:
+        """Off a terminal: the run's first step, then each tenth of the run."""
+        if not self._line.whole_lines:
+            return True
+        if step < self._next_line or step >= self.total_steps:
+            return False  # the final line comes at the run's end
+        tenth = -(-self.total_steps // 10)
+        self._next_line = (step // tenth + 1) * tenth
+        return True
 
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
+            draw = self._line_due(event.step)
             now = time.monotonic()
-            if self._refreshed is None or now - self._refreshed >= self.interval:
+            if draw and (
+                self._refreshed is None
+                or now - self._refreshed >= self.interval
+                or self._line.whole_lines
+            ):
                 fresh = event.values()  # training values since the last refresh
                 self._refreshed = now
             else:
@@ -202,8 +227,9 @@ class StepProgressBar(StepCallback):
                     shown = {k: shown[k] for k in self.keys if k in shown}
                 self._values = list(shown.items())
             self.count = event.step
-            with self._line.drawing():
-                self.progbar.update(event.step, self._values, finalize=False)
+            if draw:
+                with self._line.drawing():
+                    self.progbar.update(event.step, self._values, finalize=False)
 
     def on_run_end(self, final_step: int) -> None:
         with self._lock:

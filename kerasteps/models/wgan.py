@@ -62,11 +62,12 @@ class WGAN(_BackendSteps, keras.Model):
     not a multiple of `n_critic` raises `ValueError`.
 
     **Counters.** `d_step` (critic updates) and `g_step` (generator updates) are
-    non-trainable int64 variables of the model, saved in `.keras` files and by
-    `save_weights`. They count *applied* updates: each grows by the increase of
-    its optimizer's `iterations`, so `d_step == d_optimizer.iterations` and
-    `g_step == g_optimizer.iterations` (for optimizers compiled fresh, with
-    `iterations == 0`). The global step is `g_step`
+    non-trainable integer variables of the model (the dtype of an optimizer's
+    `iterations`: int64, or int32 on JAX without `jax_enable_x64`), saved in
+    `.keras` files and by `save_weights`. They count *applied* updates: each
+    grows by the increase of its optimizer's `iterations`, so `d_step ==
+    d_optimizer.iterations` and `g_step == g_optimizer.iterations` (for
+    optimizers compiled fresh, with `iterations == 0`). The global step is `g_step`
     (`kerasteps.global_step(model)`), and `model.optimizer` is the generator
     optimizer, so `model.optimizer.iterations == g_step` too. Both counters are
     also returned in the logs of every step. Without loss scaling every update
@@ -279,11 +280,16 @@ class WGAN(_BackendSteps, keras.Model):
         return model
 
     def _add_counter(self, name: str) -> keras.Variable:
-        """A step counter: an int64 scalar saved with the model, counted once
-        per step under `tf.distribute` (the first replica's value)."""
+        """A step counter: an integer scalar saved with the model, counted once
+        per step under `tf.distribute` (the first replica's value).
+
+        Its dtype is Keras's `"int"`, as an optimizer's `iterations`: int64, but
+        int32 on JAX without `jax_enable_x64`, where an int64 variable would be
+        truncated to int32 anyway, with a UserWarning at every conversion.
+        """
         return self.add_weight(
             shape=(),
-            dtype="int64",
+            dtype="int",
             initializer="zeros",
             trainable=False,
             aggregation="only_first_replica",

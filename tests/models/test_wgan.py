@@ -94,7 +94,10 @@ def test_step_protocol(ring):
     }
     assert step_optimizers(model) == {"d": model.d_optimizer, "g": model.g_optimizer}
     assert model.optimizer is model.g_optimizer
-    assert model.d_step.dtype == "int64" and not model.d_step.trainable
+    # The counters have the type of an optimizer's `iterations` (int64 on TensorFlow,
+    # int32 on JAX, which has no int64 without a flag).
+    assert model.d_step.dtype == model.d_optimizer.iterations.dtype
+    assert not model.d_step.trainable
     assert model.d_step in model.non_trainable_variables
     model.fit(ring[:60], batch_size=6, verbose=0)
     assert kerasteps.step_counters(model) == {"d_step": 30, "g_step": 10}

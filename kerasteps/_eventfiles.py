@@ -30,13 +30,13 @@ from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
-from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
 from kerasteps import _atomic, _logcache
+from kerasteps import events as events_lib
 from kerasteps.events import is_event_file
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
@@ -76,9 +76,13 @@ def _new_file_path(run_dir: str) -> str:
 
 
 def read_events(path: str):
-    """Yields the `Event` protos of one event file (TensorBoard's loader)."""
-    loader = event_file_loader.LegacyEventFileLoader(path)
-    yield from loader.Load()
+    """Yields the `Event` protos of one event file (TensorBoard's loader).
+
+    Never past the records the file holds whole: a damaged file is read up to the
+    damage, with a WARNING naming it (`kerasteps.events`); TensorFlow's reader
+    would allocate what a damaged record claims, and crash.
+    """
+    yield from events_lib._events(path)
 
 
 class EventWriter:
@@ -249,9 +253,59 @@ def _scan(paths: list[str], step: int) -> _Scan:
     return _Scan(kept, order, others, dropped, duplicates, max_step)
 
 
+def max_step(run_dir: str) -> int | None:
+    """The largest step of any event in a run directory (or a bound of it that this
+    process knows, see `kerasteps._logcache`), or None when it has no event file.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kerasteps._eventfiles import max_step
+    >>> max_step(tempfile.mkdtemp()) is None
+    True
+    """
+    paths = event_files(run_dir)
+    sig = _logcache.signature(paths)
+    bound = _logcache.bound_if_unchanged(run_dir, sig)
+    if bound is None:
+        steps = (event.step for path in paths for event in read_events(path))
+        bound = max(steps, default=0)
+        _logcache.remember(run_dir, sig, bound)
+    return bound if paths else None
+
+
+def move_aside(run_dir: str, destination: str) -> list[str]:
+    """Moves every event file of `run_dir` into the folder `destination` (created);
+    returns their new paths, in TensorBoard's reading order."""
+    moved = []
+    for path in event_files(run_dir):
+        tf.io.gfile.makedirs(destination)
+        target = os.path.join(destination, os.path.basename(path))
+        tf.io.gfile.rename(path, target)
+        moved.append(target)
+    _logcache.forget(run_dir)
+    return moved
+
+
+def copy_until(paths: list[str], run_dir: str, step: int) -> None:
+    """Writes the summaries of `paths` up to `step` to a new file in `run_dir`."""
+    scan = _scan(paths, step)
+    if scan.kept or scan.others:
+        tf.io.gfile.makedirs(run_dir)
+        _atomic.replace_file(_new_file_path(run_dir), _writer_of(scan))
+    _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
+
+
 def _rewrite(paths: list[str], scan: _Scan) -> None:
     """One file, steps in order, replacing the first old file atomically; the
     other old files are then removed."""
+    _atomic.replace_file(paths[0], _writer_of(scan))
+    for path in paths[1:]:
+        tf.io.gfile.remove(path)
+
+
+def _writer_of(scan: _Scan):
+    """Writes one event file of the summaries `scan` kept, steps in order."""
     kept = scan.kept
     order = sorted(scan.order, key=lambda key: (key[1], kept[key][0]))
 
@@ -270,6 +324,4 @@ def _rewrite(paths: list[str], scan: _Scan) -> None:
                 )
                 writer.write(event.SerializeToString())
 
-    _atomic.replace_file(paths[0], write)
-    for path in paths[1:]:
-        tf.io.gfile.remove(path)
+    return write

@@ -46,7 +46,7 @@ import numpy as np
 
 from kerasteps import distribute
 from kerasteps import steps as steps_lib
-from kerasteps.callbacks import _windows
+from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.step_event import StepRecord, scalar_items
 from kerasteps.steps import StepNotCountedError
 
@@ -84,13 +84,22 @@ def _iterations(optimizers: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _declaration(suggestion: str) -> str:
+    return f'    kerasteps.count_optimizer_steps(model, global_step="{suggestion}")\n'
+
+
 class _ProgressCheck:
-    """Checks, at the first batches of a run, that the global step counts training."""
+    """Checks that the global step counts training: before the run when the model
+    certainly trains with optimizers of its own (`steps.undeclared_optimizers`),
+    else at its first batches."""
 
     def __init__(self, model: keras.Model, start_step: int, start_micro: int):
         self.model = model
         self.start_step = start_step
         self.start_micro = start_micro
+        own = steps_lib.undeclared_optimizers(model)
+        if own:
+            raise StepNotCountedError(self._refusal(own))
         self.batches = 0
         self.weights = _weights_fingerprint(model)
         self.optimizers = _iterations(steps_lib.optimizer_attributes(model))
@@ -121,6 +130,27 @@ class _ProgressCheck:
             raise StepNotCountedError(self._message(optimizers))
         return self.batches >= _PROGRESS_CHECK_BATCHES  # nothing trained: look again
 
+    def _refusal(self, own: dict[str, Any]) -> str:
+        """Before training: the model's train_step uses optimizers of its own."""
+        name = type(self.model).__name__
+        iterations = _iterations(own)
+        found = ", ".join(f"`{attr}`" for attr in own)
+        suggestion = steps_lib.suggest_global_step({k: 0 for k in iterations})
+        return (
+            f"kerasteps: {name} defines its own train_step and holds the optimizers "
+            f"{found}, while `model.optimizer` is the RMSprop that compile() sets "
+            "when given none: the model counts its steps with optimizers other than "
+            "`model.optimizer`, whose iterations would stay at "
+            f"{self.start_step}, and every step-based callback would see step "
+            f"{self.start_step} (no logs, no checkpoints, no stop). Nothing was "
+            "trained. Declare which optimizer counts the global step (for a GAN, "
+            "the generator's), once after compile() and again after building the "
+            "model anew, before restoring a checkpoint:\n\n"
+            f"{_declaration(suggestion)}\n"
+            "If your train_step does update `model.optimizer`, declare that one: "
+            'global_step="optimizer".'
+        )
+
     def _message(self, optimizers: dict[str, int]) -> str:
         name = type(self.model).__name__
         counter = steps_lib.global_step_name(self.model)
@@ -136,18 +166,25 @@ class _ProgressCheck:
             for k, v in optimizers.items()
             if v != self.optimizers.get(k, 0)
         }
-        suggestion = (
-            min(moving, key=lambda k: (moving[k], k)) if moving else "<optimizer>"
-        )
+        if moving:
+            suggestion = steps_lib.suggest_global_step(moving)
+            applied = (
+                " That step was applied: the optimizers' counters hold it (after "
+                f"the declaration the global step is {optimizers[suggestion]}). To "
+                "train from the same start again, rebuild or reload the model first."
+            )
+        else:
+            suggestion, applied = "<optimizer>", ""
         return (
             f"kerasteps: {name} trained in the first step of this run, but its global "
             f"step did not move: {what}. The model updates its weights with "
             "optimizers other than `model.optimizer`, so every step-based callback "
-            "would see step 0 (no logs, no checkpoints, no stop). Optimizers found on "
-            f"the model: {found or 'none'}. Declare which one counts the global "
-            "step, once after compile() (and again after building the model anew):\n\n"
-            f'    kerasteps.count_optimizer_steps(model, global_step="{suggestion}")\n'
-        )
+            f"would see step {self.start_step} (no logs, no checkpoints, no stop). "
+            f"Optimizers found on the model: {found or 'none'}. Declare which one "
+            "counts the global step (for a GAN, the generator's), once after "
+            "compile() (and again after building the model anew):\n\n"
+            f"{_declaration(suggestion)}\n{applied.strip()}"
+        ).rstrip() + "\n"
 
 
 class RunHub:
@@ -173,7 +210,14 @@ class RunHub:
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
         self.windows = _windows.MetricWindows(model)
-        self._carry = _windows.take_carry(model, self.start_step)
+        self._carry, carried_id = _windows.take_carry(model, self.start_step)
+        #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
+        #: carried by the checkpoint it resumes from or the model's previous `fit()`,
+        #: else new.
+        self.run_id = carried_id or _sinks.new_run_id()
+        #: False when the run continues a state whose run is unknown (a model loaded
+        #: from a `.keras` file at a step > 0): its sinks continue what they find.
+        self.run_known = carried_id is not None or self.start_step == 0
         self._expected_examples = _windows.take_examples_per_step(model)
         #: The step where a guard found a non-finite loss (set by the guard), or None.
         self.non_finite_at: int | None = None
@@ -506,14 +550,24 @@ class RunHub:
             final = self.step
             if final > self.start_step:
                 self._dispatch(final, final, self.last_logs, False, final=True)
-            if final > self.start_step:
-                _windows.attach_carry(self.model, final, self.carry())
+            carry = self.carry() if final > self.start_step else {}
+            _windows.attach_carry(self.model, final, carry, self.run_id)
             self._close()
 
     def abort(self) -> None:
-        """Closes every callback after an error, without dispatching anything."""
+        """Closes every callback after an error, without dispatching anything.
+
+        The model's next `fit()` (a notebook re-running the cell) continues this
+        run: its sinks drop this run's points after the step it starts at.
+        """
         with self._lock:
             if not self.ended:
+                try:
+                    step = steps_lib.global_step(self.model)
+                except Exception:  # noqa: BLE001 - the error being handled matters
+                    step = None
+                if step is not None:
+                    _windows.attach_carry(self.model, step, {}, self.run_id)
                 self._close()
 
     def _close(self) -> None:

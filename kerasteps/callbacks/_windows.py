@@ -56,20 +56,59 @@ def check_reduce(reduce: Any) -> str:
     return reduce
 
 
-def attach_carry(model: keras.Model, step: int, carry: Mapping[str, Any]) -> None:
-    """Hands the partial windows at `step` to the model's next run (see module doc)."""
-    _CARRIES[model] = (int(step), dict(carry))
+def attach_carry(
+    model: keras.Model,
+    step: int,
+    carry: Mapping[str, Any],
+    run_id: str | None = None,
+) -> None:
+    """Hands the partial windows at `step`, and the id of the run the state belongs
+    to, to the model's next run (see module doc)."""
+    _CARRIES[model] = (int(step), dict(carry), run_id)
 
 
-def take_carry(model: keras.Model, step: int) -> dict[str, State]:
-    """The partial windows handed to a run that starts at `step` (else `{}`)."""
+def take_carry(model: keras.Model, step: int) -> tuple[dict[str, State], str | None]:
+    """The partial windows and the run id handed to a run that starts at `step`
+    (else `({}, None)`)."""
     held = _CARRIES.pop(model, None)
     if held is None or held[0] != step:
-        return {}
-    return {
+        return {}, None
+    windows = {
         schedule: {k: np.asarray(v, dtype=np.float64) for k, v in windows.items()}
         for schedule, windows in held[1].items()
     }
+    return windows, held[2]
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def carry_problem(carry: Any) -> str | None:
+    """What keeps `carry` (a checkpoint's `windows`) from being a run's partial
+    windows, or None: `{schedule: {metric: [total, count]}}`, finite numbers.
+
+    Example:
+
+    >>> from kerasteps.callbacks._windows import carry_problem
+    >>> carry_problem({"Every(2)": {"loss": [3.5, 4.0]}}) is None
+    True
+    >>> carry_problem({"Every(2)": {"loss": "x"}})
+    "'Every(2)' holds 'loss': 'x', not [total, count]"
+    """
+    if not isinstance(carry, dict):
+        return f"it is {carry!r}, not a mapping of schedules"
+    for schedule, windows in carry.items():
+        if not isinstance(windows, dict):
+            return f"{schedule!r} holds {windows!r}, not a mapping of metrics"
+        for key, state in windows.items():
+            if not (
+                isinstance(state, list)
+                and len(state) == 2
+                and all(_is_number(v) for v in state)
+            ):
+                return f"{schedule!r} holds {key!r}: {state!r}, not [total, count]"
+    return None
 
 
 def attach_examples_per_step(model: keras.Model, examples: int, source: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from kerasteps import _atomic, _lock, _logcache
-from kerasteps.callbacks._sinks import report_dropped
+from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.schedule import Every
@@ -26,6 +26,40 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # "nan", "inf": JSON has no literal for them
     return value
+
+
+def _encode(record: dict[str, Any]) -> str:
+    """One record as a JSON line (with its newline)."""
+    return json.dumps({k: _json_number(v) for k, v in record.items()}) + "\n"
+
+
+def _replace_last_line(path: str, old: str, new: str) -> bool:
+    """Replaces the file's last line `old` by `new`; False if it does not end so.
+
+    A local file is rewritten from that line on, in place (a kill in between
+    leaves a torn last line, which the next run drops as it drops any); a remote
+    one (`gs://`) is written anew, atomically.
+    """
+    old_bytes, new_bytes = old.encode(), new.encode()
+    if "://" in path:
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            data = handle.read()
+        if not data.endswith(old_bytes):
+            return False
+        text = (data[: len(data) - len(old_bytes)] + new_bytes).decode()
+        _atomic.write_text(path, text)
+        return True
+    with open(path, "r+b") as handle:
+        start = handle.seek(0, os.SEEK_END) - len(old_bytes)
+        if start < 0:
+            return False
+        handle.seek(start)
+        if handle.read(len(old_bytes)) != old_bytes:
+            return False
+        handle.seek(start)
+        handle.write(new_bytes)
+        handle.truncate()
+    return True
 
 
 def check_writable_file(path: str, argument: str) -> str:
@@ -65,7 +99,10 @@ class JSONLinesLogger(StepCallback):
     line (`reduce="mean"`), exact across epoch ends and resumes. Lines are
     flushed as they are written, so `pandas.read_json(path, lines=True)` reads the
     file while training runs. A step that ends an epoch is written at the epoch end,
-    with Keras's validation values of that step in the same line.
+    with Keras's validation values of that step in the same line; when the epoch
+    ends where nobody knew it would (training stopped mid-epoch, a dataset of
+    unknown length ran out), the step's line is out already and is completed in
+    place with them.
 
     Resuming: when `fit()` starts at global step `s` and the file holds lines after
     `s` (a run resumed from an earlier checkpoint), those lines are dropped first
@@ -111,6 +148,8 @@ class JSONLinesLogger(StepCallback):
         self._lock_file = _lock.DirectoryLock(self.path, "`path`", file=True)
         self._pending: dict[str, Any] | None = None
         self._last_written: int | None = None
+        #: The last line this run wrote, as a record and as written (see `_amend`).
+        self._last_line: tuple[dict[str, Any], str] | None = None
         self._file = None
         self._bytes_written = 0
         self._sig_at_begin: tuple = ()
@@ -136,25 +175,52 @@ class JSONLinesLogger(StepCallback):
         self._lock_file.acquire()
         self._pending = None
         self._bytes_written = 0
-        # The file as this process left it: its last step is known, no read needed.
-        sig = _logcache.signature([self.path])
-        last = _logcache.bound_if_unchanged(self.path, sig)
-        if last is not None and last <= start_step:
-            self._last_written = None if last < 0 else last
-        else:
-            self._last_written = self._keep_until(start_step)
-            sig = _logcache.signature([self.path])  # the file may be rewritten
-        self._sig_at_begin = sig
+        self._last_written = self._claim(start_step)
+        self._sig_at_begin = _logcache.signature([self.path])
         self._file = tf.io.gfile.GFile(self.path, "a")
 
-    def _keep_until(self, start_step: int) -> int | None:
-        """Drops the lines after `start_step`; returns the last step kept."""
+    def _claim(self, start_step: int) -> int | None:
+        """Makes the file this run's: drops its own lines after `start_step`, or
+        keeps another run's aside (see `kerasteps.callbacks._sinks`); returns the
+        last step kept."""
+        owner_path = _sinks.owner_file(self.path, is_file=True)
+        owner = _sinks.read_owner(owner_path)
+        run_id = self.hub.run_id
+        if owner == run_id:
+            # The file as this process left it: its last step is known, no read.
+            sig = _logcache.signature([self.path])
+            last = _logcache.bound_if_unchanged(self.path, sig)
+            if last is not None and last <= start_step:
+                return None if last < 0 else last
         lines = self._read_lines()
         keep = [raw for step, raw in lines if step is not None and step <= start_step]
-        if len(keep) != len(lines):
-            dropped = len(lines) - len(keep)
+        claim = _sinks.decide(
+            owner,
+            run_id,
+            self.hub.run_known,
+            has_records=bool(lines),
+            has_records_after=len(keep) != len(lines),
+        )
+        if claim is _sinks.Claim.PURGE and len(keep) != len(lines):
             _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
-            report_dropped("JSONLinesLogger", start_step, dropped, "line(s)", self.path)
+            _sinks.report_dropped(
+                "JSONLinesLogger",
+                start_step,
+                len(lines) - len(keep),
+                "line(s)",
+                self.path,
+            )
+        elif claim in (_sinks.Claim.ASIDE, _sinks.Claim.CONTINUE):
+            kept = _sinks.aside_path(self.path, is_file=True)
+            tf.io.gfile.rename(self.path, kept)
+            _logcache.forget(self.path)
+            _sinks.report_aside("JSONLinesLogger", start_step, self.path, kept, claim)
+            if claim is _sinks.Claim.ASIDE:
+                lines = []
+            else:
+                _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
+        if owner != run_id:
+            _sinks.write_owner(owner_path, run_id)
         steps = [step for step, _ in lines if step is not None and step <= start_step]
         return max(steps) if steps else None
 
@@ -182,12 +248,52 @@ class JSONLinesLogger(StepCallback):
         if record is None or self._file is None:
             return
         if self._last_written is not None and record["step"] <= self._last_written:
+            self._amend(record)
             return
-        line = json.dumps({k: _json_number(v) for k, v in record.items()}) + "\n"
+        line = _encode(record)
         self._file.write(line)
         self._bytes_written += len(line.encode())
         self._file.flush()
         self._last_written = record["step"]
+        self._last_line = (record, line)
+
+    def _amend(self, late: dict[str, Any]) -> None:
+        """Adds values that come after their step's line was written to that line.
+
+        Keras's epoch-end validation (`validation_data`) comes after the epoch's
+        last batch. The hub knows that batch in advance when the epoch has a known
+        length, and this logger then holds the line until `flush()`; but an epoch
+        can also end at a step where nobody knew it would: a stop requested there
+        (`StopAtStep` acts after the sinks, `StopOnNonFinite`), or a dataset of
+        unknown length running out. Then the step's line is out, and it is
+        rewritten in place (the last line only) with the late values added.
+        """
+        if self._last_line is None or self._file is None:
+            return
+        written, old = self._last_line
+        if late["step"] != written["step"]:
+            return
+        merged = dict(written)
+        merged.update((k, v) for k, v in late.items() if k not in ("step", "time"))
+        if merged == written:
+            return
+        line = _encode(merged)
+        self._file.close()
+        try:
+            replaced = _replace_last_line(self.path, old, line)
+        finally:
+            self._file = tf.io.gfile.GFile(self.path, "a")
+        if not replaced:  # the file changed under us: leave it, say so
+            logger.warning(
+                "JSONLinesLogger: %s does not end with the line of step %d any more; "
+                "the values %s of that step that came later are not written.",
+                self.path,
+                written["step"],
+                ", ".join(sorted(set(merged) - set(written))),
+            )
+            return
+        self._bytes_written += len(line.encode()) - len(old.encode())
+        self._last_line = (merged, line)
 
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
@@ -215,4 +321,5 @@ class JSONLinesLogger(StepCallback):
                     self._file = None
                     self._remember_last_step()
             finally:
+                self._last_line = None
                 self._lock_file.release()

@@ -14,7 +14,7 @@ from kerasteps import _lock, _signals
 from kerasteps import steps as steps_lib
 from kerasteps._paths import writable_dir
 from kerasteps._validate import check_int
-from kerasteps.callbacks import _windows
+from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.checkpoint_store import (
@@ -53,15 +53,52 @@ def _check_directory(directory: str | os.PathLike) -> str:
 
 
 def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
-    """Hands what the next run needs from a restored checkpoint to the model."""
+    """Hands what the next run needs from a restored checkpoint to the model.
+
+    These `meta.json` fields do not change what was restored: a malformed one is
+    dropped with a WARNING (the weights are fine), never handed to the run. Without
+    `windows` the first point of each sink after the resume is the mean of the
+    steps since the resume, not since the sink's previous point; without
+    `examples_per_step` a resume with another batch size is not caught.
+    """
     meta = read_meta(info.path)
-    windows = meta.get("windows")
-    if isinstance(windows, dict):
-        # The sinks' windows that began before the save continue in the next run.
-        _windows.attach_carry(model, steps_lib.global_step(model), windows)
+    windows = meta.get("windows", {})
+    problem = _windows.carry_problem(windows)
+    if problem is not None:
+        _drop(info, "windows", problem, "the first point of each sink is not exact")
+        windows = {}
+    run_id = meta.get("run_id")
+    # The sinks' windows that began before the save continue in the next run, which
+    # is the same run as the one that saved (its sinks drop their points after it).
+    _windows.attach_carry(
+        model,
+        steps_lib.global_step(model),
+        windows,
+        run_id if _sinks.is_run_id(run_id) else None,
+    )
     per_step = meta.get("examples_per_step")
-    if isinstance(per_step, int):
-        _windows.attach_examples_per_step(model, per_step, info.path)
+    if per_step is None:
+        return
+    if type(per_step) is not int or per_step <= 0:
+        _drop(
+            info,
+            "examples_per_step",
+            f"{per_step!r} is not a positive int",
+            "a resume with another batch size is not caught",
+        )
+        return
+    _windows.attach_examples_per_step(model, per_step, info.path)
+
+
+def _drop(info: CheckpointInfo, field: str, problem: str, cost: str) -> None:
+    logger.warning(
+        "StepCheckpoint: %s: %s in meta.json is malformed (%s); the checkpoint is "
+        "restored without it (%s).",
+        info.path,
+        field,
+        problem,
+        cost,
+    )
 
 
 class StepCheckpoint(StepCallback):
@@ -254,8 +291,12 @@ class StepCheckpoint(StepCallback):
         model's optimizer is built first, so its slots hold the saved values when
         this returns; the slots of optimizers built later (a custom `train_step`'s)
         get their values when they are created. A checkpoint that is incomplete,
-        damaged or not finite is skipped with a WARNING naming it and why, and the
-        next newest is tried; a failed attempt leaves the model as it was.
+        damaged (a `meta.json` field that the restore reads is malformed, too) or
+        not finite is skipped with a WARNING naming it and why, and the next newest
+        is tried; a failed attempt leaves the model as it was; nothing is deleted.
+        A malformed `windows` or `examples_per_step` field, which only the next run
+        reads, is dropped with a WARNING instead: the weights are fine, only the
+        first logged mean after the resume (or the batch size check) is lost.
 
         Args:
             model: The compiled model, built like the one that was saved.
@@ -374,6 +415,8 @@ class StepCheckpoint(StepCallback):
         """What a resumed run needs from this run, for the checkpoint's meta.json."""
         hub = self._hub
         meta = {}
+        if hub is not None and hub.model is model:
+            meta["run_id"] = hub.run_id
         if (
             hub is not None
             and hub.model is model
@@ -474,16 +517,15 @@ class StepCheckpoint(StepCallback):
             logger.error("%s The last finite checkpoint is kept.", error)
 
     def _finish_background(self) -> None:
-        """Waits for the background save in flight; a refused one is logged.
+        """Waits for the background save in flight, raising its error.
 
-        Any other error of the background write is raised; `fit()` then ends with
-        it (no `on_run_end` follows), so the lock and the signal handlers are given
-        back first.
+        A save refused because the state is not finite is no error (the store logs
+        it). Any other error of the background write is raised; `fit()` then ends
+        with it (no `on_run_end` follows), so the lock and the signal handlers are
+        given back first.
         """
         try:
             self.store.wait()
-        except NonFiniteStateError as error:
-            logger.error("%s The last finite checkpoint is kept.", error)
         except BaseException:
             self._leave()
             raise

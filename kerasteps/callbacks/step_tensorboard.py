@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from kerasteps import _eventfiles, _lock
 from kerasteps._paths import writable_dir
-from kerasteps.callbacks._sinks import report_dropped
+from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.schedule import Every
@@ -191,12 +191,47 @@ class StepTensorBoard(StepCallback):
     def on_run_begin(self, start_step: int) -> None:
         self._lock_dir.acquire()
         self._close_writers()
-        self._last_written = {}
-        for run in (self.train_run, self.validation_run):
-            run_dir = self.run_dir(run)
-            dropped = _eventfiles.truncate_after(run_dir, start_step)
-            report_dropped("StepTensorBoard", start_step, dropped, "value(s)", run_dir)
-            self._last_written[run] = start_step
+        runs = (self.train_run, self.validation_run)
+        self._claim(start_step, runs)
+        self._last_written = dict.fromkeys(runs, start_step)
+
+    def _claim(self, start_step: int, runs: tuple[str, ...]) -> None:
+        """Makes `log_dir` this run's: drops its own points after `start_step`, or
+        keeps another run's aside (see `kerasteps.callbacks._sinks`)."""
+        owner_path = _sinks.owner_file(self.log_dir, is_file=False)
+        owner = _sinks.read_owner(owner_path)
+        hub = self.hub
+        if owner == hub.run_id:
+            claim = _sinks.Claim.PURGE
+        else:
+            steps = [_eventfiles.max_step(self.run_dir(run)) for run in runs]
+            claim = _sinks.decide(
+                owner,
+                hub.run_id,
+                hub.run_known,
+                has_records=any(s is not None for s in steps),
+                has_records_after=any(s is not None and s > start_step for s in steps),
+            )
+        if claim is _sinks.Claim.PURGE:
+            for run in runs:
+                run_dir = self.run_dir(run)
+                dropped = _eventfiles.truncate_after(run_dir, start_step)
+                _sinks.report_dropped(
+                    "StepTensorBoard", start_step, dropped, "value(s)", run_dir
+                )
+        elif claim is not _sinks.Claim.WRITE:
+            kept = _sinks.aside_path(self.log_dir, is_file=False)
+            for run in runs:
+                moved = _eventfiles.move_aside(
+                    self.run_dir(run), os.path.join(kept, run)
+                )
+                if claim is _sinks.Claim.CONTINUE and moved:
+                    _eventfiles.copy_until(moved, self.run_dir(run), start_step)
+            _sinks.report_aside(
+                "StepTensorBoard", start_step, self.log_dir, kept, claim
+            )
+        if owner != hub.run_id:
+            _sinks.write_owner(owner_path, hub.run_id)
 
     def _writer(self, run: str) -> _eventfiles.EventWriter:
         writer = self._writers.get(run)

@@ -249,8 +249,10 @@ def pipeline(x, y, batch_size, seed, start):
 # network goes to `<mode>/model.keras`, a plain Keras model (`keras.saving.load_model`).
 #
 # Each curve starts at step 0 with the initial network, the same in every mode. The
-# sinks write at the steps after an update, so that point is written before `fit()`
-# (kerasteps has no sink that writes at a run's start step).
+# sinks write at the steps after an update, so a small callback writes that point
+# when a run begins at step 0, after the sinks took their folder (a folder that holds
+# another run's points is kept aside by them first: kerasteps deletes no other run's
+# records); kerasteps has no sink that writes at a run's start step.
 #
 # Timing: `train_seconds` counts only the time inside the compiled training calls
 # (`TrainingClock`). `warm_up` traces and compiles them first and undoes its updates,
@@ -276,8 +278,6 @@ def train_mode(model, plan, x, y, seed, initial_mse):
         if not os.path.exists(model_file):
             model.save(model_file)
         return None
-    if start == 0:
-        write_initial_point(plan.folder, initial_mse)
     # Each fit() gets a pipeline of its own: a shuffle's order depends on how many
     # times its dataset was iterated (exact resume).
     warm_up(model, pipeline(x, y, plan.batch_size, seed, start), plan.calls)
@@ -290,24 +290,34 @@ def train_mode(model, plan, x, y, seed, initial_mse):
         steps_per_epoch=plan.per_epoch,
         verbose=0,
         shuffle=False,  # the pipeline is shuffled (with the seed) already
-        callbacks=mode_callbacks(plan, x, y, clock, checkpoint),
+        callbacks=mode_callbacks(plan, x, y, clock, checkpoint, initial_mse),
     )
     model.save(model_file)  # the network at the mode's latest step
     return checkpoint
 
 
-def mode_callbacks(plan, x, y, clock, checkpoint):
+def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
     """The callbacks of a mode's `fit()`."""
     import sys
 
     from kerasteps import Every
     from kerasteps.callbacks import (
         JSONLinesLogger,
+        StepCallback,
         StepProgressBar,
         StepTensorBoard,
         StopAtStep,
     )
     from kerasteps.recipe import ProvideEvery
+
+    class InitialPoint(StepCallback):
+        """Writes the initial network's point when a run begins at step 0."""
+
+        reads_values = False
+
+        def on_run_begin(self, start_step):
+            if start_step == 0:
+                write_initial_point(plan.folder, initial_mse)
 
     every = Every(plan.period, last=True)
     point = functools.partial(curve_point, x=x, y=y, clock=clock)
@@ -316,6 +326,7 @@ def mode_callbacks(plan, x, y, clock, checkpoint):
         ProvideEvery(every, point),
         StepTensorBoard(plan.folder, every=every),
         JSONLinesLogger(os.path.join(plan.folder, "log.jsonl"), every=every),
+        InitialPoint(every=None),  # after the sinks took their folder
         checkpoint,
         StopAtStep(plan.target),
     ]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from kerasteps.callbacks import JSONLinesLogger
-from tests.helpers import read_jsonl, tiny_data, tiny_model
+from tests.helpers import read_jsonl, read_scalar_steps, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
@@ -141,37 +141,89 @@ def test_a_file_changed_by_another_writer_is_read_again(tmp_path):
     assert [r["step"] for r in read_jsonl(path)] == [5, 10, 15, 20]
 
 
-def test_a_new_run_in_a_used_folder_warns_what_it_drops(tmp_path, caplog):
-    """A run at step 0 replaces an earlier run's points: a WARNING says how many and
-    how to keep them; a resumed run's dropping stays at INFO."""
+def test_a_new_run_in_a_used_folder_keeps_the_earlier_run_aside(tmp_path, caplog):
+    """A run at step 0 (another run) deletes nothing of the run that wrote the
+    folder before: its file and event files are kept whole under `earlier-N`
+    names, with a WARNING naming them; the new run's files hold only its own."""
     from kerasteps.callbacks import StepTensorBoard
 
     x, y = tiny_data(20)
+    path, log_dir = tmp_path / "log.jsonl", tmp_path / "tb"
 
-    def fit(model):
+    def fit(model, n):
         model.fit(
-            x,
-            y,
+            x[: 2 * n],
+            y[: 2 * n],
             batch_size=2,
             epochs=1,
             verbose=0,
             callbacks=[
-                JSONLinesLogger(tmp_path / "log.jsonl", every=2),
-                StepTensorBoard(str(tmp_path), every=2),
+                JSONLinesLogger(path, every=2),
+                StepTensorBoard(str(log_dir), every=2),
             ],
         )
 
-    fit(tiny_model())  # steps 1..10: points at 2, 4, ..., 10
-    caplog.clear()
+    fit(tiny_model(), 10)  # steps 1..10: points at 2, 4, ..., 10
+    first = path.read_text()
     caplog.set_level("INFO", logger="kerasteps")
-    fit(tiny_model())  # a new model: step 0 again
+    fit(tiny_model(), 6)  # a new model: another run, at step 0 again
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 2
-    assert warnings[0].startswith(
-        f"JSONLinesLogger: this run starts at step 0 in {tmp_path / 'log.jsonl'}, "
-        "which held 5 line(s) of an earlier run: they were dropped. To keep an "
-        "earlier run's logs, give each run its own directory"
+    kept_file, kept_dir = tmp_path / "log.earlier-1.jsonl", log_dir / "earlier-1"
+    assert warnings == [
+        f"JSONLinesLogger: {path} held the records of another run: they are kept "
+        f"whole in {kept_file}, and this run writes {path} anew.",
+        f"StepTensorBoard: {log_dir} held the records of another run: they are "
+        f"kept whole in {kept_dir}, and this run writes {log_dir} anew.",
+    ]
+    assert kept_file.read_text() == first
+    assert [r["step"] for r in read_jsonl(path)] == [2, 4, 6]
+    assert read_scalar_steps(str(kept_dir), "train", "loss") == [2, 4, 6, 8, 10]
+    assert read_scalar_steps(str(log_dir), "train", "loss") == [2, 4, 6]
+    fit(tiny_model(), 3)  # a third run: the second one's go to earlier-2
+    assert [r["step"] for r in read_jsonl(tmp_path / "log.earlier-2.jsonl")] == [
+        2,
+        4,
+        6,
+    ]
+    assert read_scalar_steps(str(log_dir / "earlier-2"), "train", "loss") == [2, 4, 6]
+    assert kept_file.read_text() == first
+
+
+def test_a_run_resumed_from_another_runs_checkpoint_keeps_this_files_run(tmp_path):
+    """The run id travels with the checkpoint: a run resumed from run A's
+    checkpoint is run A, and a file written by run B is B's: kept aside whole."""
+    from kerasteps.callbacks import StepCheckpoint
+
+    x, y = tiny_data(20)
+    a_log, b_log, ckpt = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "ck"
+    run_a = tiny_model()
+    run_a.fit(
+        x,
+        y,
+        batch_size=2,
+        verbose=0,
+        callbacks=[JSONLinesLogger(a_log, every=2), StepCheckpoint(ckpt, every=4)],
+    )  # run A: steps 1..10, checkpoints at 4 and 8
+    run_b = tiny_model(seed=1)
+    run_b.fit(
+        x, y, batch_size=2, verbose=0, callbacks=[JSONLinesLogger(b_log, every=2)]
     )
-    assert warnings[1].startswith("StepTensorBoard: this run starts at step 0 in ")
-    assert "which held 15 value(s) of an earlier run" in warnings[1]  # 5 steps x 3
-    assert [r["step"] for r in read_jsonl(tmp_path / "log.jsonl")] == [2, 4, 6, 8, 10]
+    b_lines = b_log.read_text()
+
+    def resume_a(log):
+        model = tiny_model()
+        assert StepCheckpoint.restore_latest(model, ckpt) == 8
+        model.fit(
+            x[:8],
+            y[:8],
+            batch_size=2,
+            verbose=0,
+            callbacks=[JSONLinesLogger(log, every=2)],
+        )
+
+    resume_a(a_log)  # A's own file: the points after 8 are dropped, 10 and 12 written
+    assert [r["step"] for r in read_jsonl(a_log)] == [2, 4, 6, 8, 10, 12]
+    assert not (tmp_path / "a.earlier-1.jsonl").exists()
+    resume_a(b_log)  # B's file: kept whole aside, A writes its points from 9 on
+    assert (tmp_path / "b.earlier-1.jsonl").read_text() == b_lines
+    assert [r["step"] for r in read_jsonl(b_log)] == [10, 12]

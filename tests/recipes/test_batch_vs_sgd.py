@@ -191,10 +191,12 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
             assert lines == steps
 
     assert_same_as_straight(MODES)
-    # Without a checkpoint a resumed mode starts again at step 0; its step-0 point,
-    # already there, is kept and not written twice.
+    # Without a checkpoint a resumed mode starts again at step 0, a new run: the
+    # points of the one before are kept whole aside, and the curve is written anew,
+    # its step-0 point once.
     for path in sorted((run_2 / "sgd" / "checkpoints").rglob("*"), reverse=True):
         path.rmdir() if path.is_dir() else path.unlink()
+    earlier = read_jsonl(run_2 / "sgd" / "log.jsonl")
     result = run(
         "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(logdir), "--resume"
     )
@@ -204,6 +206,9 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     )
     assert "full_batch: already at step 2; nothing to train." in result.output
     assert_same_as_straight(["sgd"])
+    assert read_jsonl(run_2 / "sgd" / "log.earlier-1.jsonl") == earlier
+    kept = events.read_scalars(run_2 / "sgd" / "earlier-1")["train"]["full_data_mse"]
+    assert [step for step, _ in kept] == [line["step"] for line in earlier]
 
     # Resuming with other data is refused before training.
     result = CliRunner().invoke(

@@ -7,8 +7,11 @@ Import them as `from tests.helpers import tiny_model, read_jsonl`; fixtures live
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
+import types
 from pathlib import Path
 
 import keras
@@ -26,6 +29,17 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 SCRIPTS = TESTS / "scripts"
 FIXTURE_RECIPES = TESTS / "fixtures" / "recipes"
+
+
+@functools.cache
+def load_script(name: str) -> types.ModuleType:
+    """A script of `tests/scripts` as a module, to run its functions in this process
+    (where the process boundary is not what a test checks)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 #: Keras's PyTorch trainer runs one step per call (`steps_per_execution=1` only).
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,12 +40,23 @@ def test_a_seeded_stream_is_repeatable_and_resumes_exactly():
     np.testing.assert_array_equal(np.stack(resumed), np.stack(whole[4:]))
 
 
-def test_wgan_make_dataset_is_gan_batches():
+def test_wgan_make_dataset_is_gan_batches_for_the_batch_size_of_fit():
+    """`WGAN.make_dataset` is `gan_batches` itself; its elements are what `fit`
+    with `batch_size=n_critic * batch_size` trains a WGAN on: a step per element."""
+    assert WGAN.make_dataset is gan_batches
     x = np.random.default_rng(1).normal(size=(40, 2)).astype("float32")
-    np.testing.assert_array_equal(
-        np.stack(elements(WGAN.make_dataset(x, 4, n_critic=2, seed=3), 5)),
-        np.stack(elements(gan_batches(x, 4, n_critic=2, seed=3), 5)),
+    gan = WGAN(
+        keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)]),
+        keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+        latent_dim=2,
+        n_critic=2,
     )
+    gan.compile()
+    gan.fit(WGAN.make_dataset(x, 4, n_critic=2, seed=3), verbose=0)
+    assert [e.shape for e in elements(WGAN.make_dataset(x, 4, 2, seed=3), 9)] == [
+        (8, 2)
+    ] * 5
+    assert gan.step_counters() == {"d_step": 10, "g_step": 5}
 
 
 def test_autotuning_is_off_so_that_fit_returns_at_once():

@@ -1,7 +1,8 @@
 """kerasteps under tf.distribute: one set of logs, exact steps, same results.
 
-Logical devices must be configured before TensorFlow starts, so each run happens in
-a subprocess (`tests/scripts/distributed_train.py`).
+Logical devices must be configured before TensorFlow starts, and a
+MultiWorkerMirroredStrategy's workers are processes, so the runs happen in three
+subprocesses (`tests/scripts/distributed_train.py`), started together once.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps
 
 SCRIPT = SCRIPTS / "distributed_train.py"
 TIMEOUT_S = 240
+MODELS = ("plain", "wgan")
 
 
-def run_script(mode: str, out: Path, model: str = "plain", env: dict | None = None):
+def start(mode: str, out: Path, env: dict | None = None) -> subprocess.Popen:
+    """Trains both models (plain, WGAN) in `mode` in one subprocess."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -32,7 +35,7 @@ def run_script(mode: str, out: Path, model: str = "plain", env: dict | None = No
             "--out",
             str(out),
             "--model",
-            model,
+            ",".join(MODELS),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -56,6 +59,39 @@ def result(out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """Every run of this file, three processes at once: one trains both models on
+    one device and mirrored on two logical CPU devices, two are the workers of a
+    MultiWorkerMirroredStrategy cluster. Results in `<root>/<model>/<mode>`."""
+    root = tmp_path_factory.mktemp("distribute")
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    processes = [start("single,mirrored", root)]
+    try:
+        for index in range(2):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            env = {"TF_CONFIG": json.dumps(config)}
+            processes.append(start("multiworker", root, env=env))
+        for process in processes:
+            finish(process)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return root
+
+
 def files_under(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
 
@@ -65,16 +101,9 @@ def test_chief_without_a_cluster():
     assert task_of() == (None, None)
 
 
-@pytest.mark.parametrize("model", ["plain", "wgan"])
-def test_mirrored_on_two_cpu_devices_matches_one_device(tmp_path, model):
-    single, mirrored = tmp_path / "single", tmp_path / "mirrored"
-    # Both runs at once: the 2 cores are used by two processes.
-    processes = [
-        run_script("single", single, model),
-        run_script("mirrored", mirrored, model),
-    ]
-    for process in processes:
-        finish(process)
+@pytest.mark.parametrize("model", MODELS)
+def test_mirrored_on_two_cpu_devices_matches_one_device(runs, model):
+    single, mirrored = runs / model / "single", runs / model / "mirrored"
     one, two = result(single), result(mirrored)
     assert (one["replicas"], two["replicas"]) == (1, 2)
     assert one["counters"] == two["counters"]
@@ -93,41 +122,16 @@ def test_mirrored_on_two_cpu_devices_matches_one_device(tmp_path, model):
     assert losses_two == pytest.approx(losses_one, rel=1e-3, abs=1e-5)
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-@pytest.mark.parametrize("model", ["plain", "wgan"])
-def test_multi_worker_only_the_chief_writes(tmp_path, model):
-    ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-    processes = []
-    try:
-        for index in range(2):
-            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-            env = {"TF_CONFIG": json.dumps(config)}
-            processes.append(run_script("multiworker", tmp_path, model, env=env))
-        processes.append(run_script("single", tmp_path / "single", model))
-        for process in processes:
-            finish(process)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-    chief, worker = tmp_path / "worker0", tmp_path / "worker1"
+@pytest.mark.parametrize("model", MODELS)
+def test_multi_worker_only_the_chief_writes(runs, model):
+    chief = runs / model / "multiworker" / "worker0"
+    worker = runs / model / "multiworker" / "worker1"
     expected = {"step": 12} if model == "plain" else {"d_step": 24, "g_step": 12}
     assert result(chief)["counters"] == result(worker)["counters"] == expected
     assert result(chief)["replicas"] == 2
     assert result(chief)["checksum"] == result(worker)["checksum"]
     # Same global batch and seed as one device: the same weights, within float error.
-    single = result(tmp_path / "single")["checksum"]
+    single = result(runs / model / "single")["checksum"]
     assert result(chief)["checksum"] == pytest.approx(single, rel=1e-4)
     # The worker wrote no logs and no checkpoints: only the script's own result.
     assert files_under(worker) == ["result.json"]

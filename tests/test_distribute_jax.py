@@ -55,8 +55,27 @@ def assert_wrote(folder: Path) -> None:
     assert StepCheckpoint.latest(folder / "gan").step == 10
 
 
-def test_one_process_two_devices(tmp_path):
-    result = finish(start(tmp_path))
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> tuple[Path, dict, Path, list[dict]]:
+    """Both setups at once (three processes): one process with two devices, and
+    two processes joined into one."""
+    alone, joined = tmp_path_factory.mktemp("alone"), tmp_path_factory.mktemp("two")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    processes = [start(alone)]
+    processes += [start(joined, "--process", str(i), "--port", port) for i in (0, 1)]
+    try:
+        done = [finish(p) for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return alone, done[0], joined, done[1:]
+
+
+def test_one_process_two_devices(results):
+    folder, result, _, _ = results
     assert result == {
         "process": 0,
         "devices": 2,
@@ -64,20 +83,16 @@ def test_one_process_two_devices(tmp_path):
         "step": 20,
         "gan": {"d_step": 20, "g_step": 10},
     }
-    assert_wrote(tmp_path / "p0")
+    assert_wrote(folder / "p0")
 
 
-def test_two_processes_only_process_0_writes(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
-    processes = [start(tmp_path, "--process", str(i), "--port", port) for i in (0, 1)]
-    results = [finish(p) for p in processes]
-    for i, result in enumerate(results):
+def test_two_processes_only_process_0_writes(results):
+    _, _, folder, joined = results
+    for i, result in enumerate(joined):
         assert result["process"] == i and result["devices"] == 2
         assert result["step"] == 20 and result["gan"] == {"d_step": 20, "g_step": 10}
-    assert [r["chief"] for r in results] == [True, False]
-    assert_wrote(tmp_path / "p0")
+    assert [r["chief"] for r in joined] == [True, False]
+    assert_wrote(folder / "p0")
     # Process 1 counted every step and wrote no file (its sinks checked, when
     # built, that their folders are writable, as on every process).
-    assert [p for p in (tmp_path / "p1").rglob("*") if p.is_file()] == []
+    assert [p for p in (folder / "p1").rglob("*") if p.is_file()] == []

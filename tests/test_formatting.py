@@ -10,8 +10,6 @@ import pytest
 
 from kerasteps.formatting import format_table, format_value
 
-pytestmark = pytest.mark.neutral
-
 
 @pytest.mark.parametrize(
     "value, text",

@@ -7,8 +7,6 @@ import pytest
 
 from kerasteps import mixtures
 
-pytestmark = pytest.mark.neutral
-
 
 def _nearest(x, centres):
     d2 = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(-1)

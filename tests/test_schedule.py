@@ -4,8 +4,6 @@ import pytest
 
 from kerasteps import Every
 
-pytestmark = pytest.mark.neutral
-
 
 def fired(every: Every, steps: list[int], run_start: int = 0) -> list[int]:
     """Steps at which `every` fires when the step moves through `steps`."""

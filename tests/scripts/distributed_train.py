@@ -1,13 +1,16 @@
-"""Trains a tiny model with kerasteps callbacks on one device or under tf.distribute.
+"""Trains tiny models with kerasteps callbacks on one device or under tf.distribute.
 
 Used by tests/test_distribute.py in subprocesses, because logical devices must be set
 up before TensorFlow starts.
 
-    python distributed_train.py --mode single|mirrored|multiworker --out DIR
-        [--model plain|wgan] [--steps 12]
+    python distributed_train.py --mode single,mirrored|multiworker --out DIR
+        [--model plain,wgan] [--steps 12]
 
-`multiworker` reads TF_CONFIG. Writes DIR/result.json: the final step counters and
-the per-step losses of the JSON lines (chief only) and the final weights' checksum.
+Each model (comma-separated) is trained in each mode (comma-separated: `single`
+and `mirrored` share a process) in turn, into DIR/<model>/<mode>; `multiworker`
+reads TF_CONFIG and writes DIR/<model>/multiworker/worker<index>. Each run writes
+result.json there: the final step counters, the final weights' checksum and the
+number of replicas.
 """
 
 from __future__ import annotations
@@ -36,27 +39,47 @@ def make_strategy(mode: str):
     if mode == "single":
         return tf.distribute.OneDeviceStrategy("/cpu:0")
     if mode == "mirrored":
-        setup_devices(2)
         return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     if mode == "multiworker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise SystemExit(f"unknown --mode {mode!r}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--model", default="plain")
-    parser.add_argument("--steps", type=int, default=12)
-    args = parser.parse_args()
-
-    strategy = make_strategy(args.mode)
+def build(kind: str, steps: int):
+    """The data and the compiled model (in the strategy's scope)."""
     import keras
 
-    from kerasteps.distribute import patch_keras_multi_worker
+    rng = np.random.default_rng(0)
+    if kind == "plain":
+        x = rng.normal(size=(GLOBAL_BATCH * steps, 4)).astype("float32")
+        y = (x @ rng.normal(size=(4, 1))).astype("float32")
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+        model = keras.Sequential(
+            [
+                keras.Input((4,)),
+                keras.layers.Dense(8, activation="tanh"),
+                keras.layers.Dense(1),
+            ]
+        )
+        model.compile(keras.optimizers.SGD(0.05), "mse")
+        return data, model
+    from kerasteps.models import WGAN, build_point_critic, build_point_generator
 
-    patch_keras_multi_worker()  # Keras 3 fit() under MultiWorkerMirroredStrategy
+    n_critic = 2
+    x = rng.normal(size=(GLOBAL_BATCH * n_critic * steps, 2)).astype("float32")
+    data = WGAN.make_dataset(x, GLOBAL_BATCH, n_critic=n_critic, shuffle=False)
+    model = WGAN(
+        build_point_generator(4, widths=(16,)),
+        build_point_critic(widths=(16,)),
+        latent_dim=4,
+        n_critic=n_critic,
+    )
+    model.compile()
+    return data, model
+
+
+def train(kind: str, strategy, out: str, steps: int) -> None:
+    import keras
 
     import kerasteps
     from kerasteps.callbacks import (
@@ -67,48 +90,16 @@ def main() -> None:
         StopAtStep,
     )
 
+    keras.backend.clear_session()
     keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
     with strategy.scope():
-        if args.model == "plain":
-            x = rng.normal(size=(GLOBAL_BATCH * args.steps, 4)).astype("float32")
-            y = (x @ rng.normal(size=(4, 1))).astype("float32")
-            data = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
-            model = keras.Sequential(
-                [
-                    keras.Input((4,)),
-                    keras.layers.Dense(8, activation="tanh"),
-                    keras.layers.Dense(1),
-                ]
-            )
-            model.compile(keras.optimizers.SGD(0.05), "mse")
-        else:
-            from kerasteps.models import WGAN, build_point_critic, build_point_generator
-
-            n_critic = 2
-            x = rng.normal(size=(GLOBAL_BATCH * n_critic * args.steps, 2)).astype(
-                "float32"
-            )
-            data = WGAN.make_dataset(x, GLOBAL_BATCH, n_critic=n_critic, shuffle=False)
-            model = WGAN(
-                build_point_generator(4, widths=(16,)),
-                build_point_critic(widths=(16,)),
-                latent_dim=4,
-                n_critic=n_critic,
-            )
-            model.compile()
-    out = args.out
-    task_index = (
-        json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index")
-    )
-    if task_index is not None:
-        out = os.path.join(out, f"worker{task_index}")
+        data, model = build(kind, steps)
     callbacks = [
         LogEvery(3),
         StepTensorBoard(os.path.join(out, "tb"), every=3),
         JSONLinesLogger(os.path.join(out, "log.jsonl"), every=1),
         StepCheckpoint(os.path.join(out, "ckpt"), every=6),
-        StopAtStep(args.steps),
+        StopAtStep(steps),
     ]
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
     weights = [np.asarray(w) for w in model.weights]
@@ -119,8 +110,36 @@ def main() -> None:
     }
     with open(os.path.join(out, "result.json"), "w") as handle:
         json.dump(result, handle)
-    print("RESULT", json.dumps(result))
+    print("RESULT", out, json.dumps(result))
     sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--model", default="plain")
+    parser.add_argument("--steps", type=int, default=12)
+    args = parser.parse_args()
+
+    modes = args.mode.split(",")
+    if "mirrored" in modes:
+        setup_devices(2)
+    strategies = {mode: make_strategy(mode) for mode in modes}
+
+    from kerasteps.distribute import patch_keras_multi_worker
+
+    patch_keras_multi_worker()  # Keras 3 fit() under MultiWorkerMirroredStrategy
+    task_index = (
+        json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index")
+    )
+    for kind in args.model.split(","):
+        for mode, strategy in strategies.items():
+            out = os.path.join(args.out, kind, mode)
+            if task_index is not None:
+                out = os.path.join(out, f"worker{task_index}")
+            os.makedirs(out, exist_ok=True)
+            train(kind, strategy, out, args.steps)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ starts from the same weights, sees the same data and the same noise (drawn from
 fixed tables instead of the backend's own random generator), so their losses
 must agree up to float32 rounding.
 
-    python wgan_first_steps.py [--save gp.keras]   # WGAN-GP 3+1 steps, clipping 3
-    python wgan_first_steps.py --load gp.keras     # one more step from a file
+    python wgan_first_steps.py [--save gp.keras] [--load other.keras]
 
-`--save` writes the WGAN-GP after its third step; `--load` trains one step on from a
-saved model of any backend.
+WGAN-GP 3+1 steps, clipping 3 steps; `--save` writes the WGAN-GP after its third
+step; `--load` also trains one step on from a saved model of any backend. The tests
+import `run` to train under TensorFlow in their own process.
 """
 
 import argparse
@@ -122,22 +122,27 @@ def train(gan: WGAN, steps: int) -> dict:
     }
 
 
+def run(save: str | None = None, load: str | None = None) -> dict:
+    """WGAN-GP 3+1 steps (saved after the third to `save`), clipping 3 steps, and
+    one step on from the file `load` (of any backend)."""
+    out = {"backend": keras.backend.backend()}
+    gan = build(2, clip=False)
+    out["gp"] = train(gan, 3)
+    if save:
+        gan.save(save)
+    out["gp4"] = train(gan, 1)  # the 4th step, as if never saved
+    out["clip"] = train(build(3, clip=True), 3)
+    if load:
+        out["resumed"] = train(keras.saving.load_model(load), 1)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--save", help="where to save the WGAN-GP after 3 steps")
-    parser.add_argument("--load", help="train one step on from this file instead")
+    parser.add_argument("--load", help="also train one step on from this file")
     args = parser.parse_args()
-    out = {"backend": keras.backend.backend()}
-    if args.load:
-        out["resumed"] = train(keras.saving.load_model(args.load), 1)
-    else:
-        gan = build(2, clip=False)
-        out["gp"] = train(gan, 3)
-        if args.save:
-            gan.save(args.save)
-        out["gp4"] = train(gan, 1)  # the 4th step, as if never saved
-        out["clip"] = train(build(3, clip=True), 3)
-    print(json.dumps(out))
+    print(json.dumps(run(args.save, args.load)))
 
 
 if __name__ == "__main__":

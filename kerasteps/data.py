@@ -54,6 +54,17 @@ def skip_consumed(
     `fit()` or a `next(iter(dataset))` first would shift what the resumed run sees.
     Build the pipeline afresh for the `fit()` that resumes.
 
+    Shuffle after `.repeat()` (`dataset.repeat().shuffle(n, seed=s).batch(b)`) for
+    an exact resume on every backend. On JAX, Keras's `fit()` iterates the dataset
+    once before training when the model's metrics are not built yet (a fresh
+    process), then starts a new iterator; a shuffle *before* `.repeat()` draws a new
+    seed for each pass, from a seed generator that every iterator of the dataset
+    shares, and the resumed run's first iteration walks through the skipped passes:
+    its training then sees the passes after them in another order than the
+    uninterrupted run (measured: exact resumes up to step 30 of 32-batch passes,
+    not from 31 on). TensorFlow's `fit()` does not iterate first: both orders
+    resume exactly there.
+
     With Keras's gradient accumulation (`gradient_accumulation_steps=k`) a global
     step is `k` batches, and a checkpoint may fall in the middle of an update: pass
     the restored model, and the batches it trained on

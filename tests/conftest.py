@@ -6,6 +6,7 @@ The shared helpers (tiny models and data, readers of what was written) are in
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from pathlib import Path
@@ -38,6 +39,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(
                 pytest.mark.skip(reason=f"TensorFlow only ({why}); backend {backend}")
             )
+
+
+def pytest_collection_finish(session):
+    """Moves every object alive after collection (TensorFlow, Keras, JAX and the
+    test modules, ~420,000 objects) out of the garbage collector's sight.
+
+    `keras.backend.clear_session()` collects garbage after each test, and a full
+    collection traversed all of them: 0.4 s per test (the median teardown, 40 % of
+    the suite's time). With them frozen it takes 3-8 ms.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -78,12 +78,15 @@ def main() -> int:
     model.compile("sgd", "mse")
     state("before")
     done = threading.Event()
+    thread = threading.Thread(target=chatter, args=(done,), daemon=True)
     if args.thread:
-        threading.Thread(target=chatter, args=(done,), daemon=True).start()
+        thread.start()
     try:
         fit(model, args.steps, args.every)
     finally:
         done.set()
+        if args.thread:
+            thread.join()  # its last line before the state's, not inside it
     state("after")
     return 0
 

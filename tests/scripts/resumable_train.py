@@ -58,11 +58,12 @@ def make_data(seed: int = 0, n: int = 256) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_dataset() -> tf.data.Dataset:
-    """A repeatable stream of batches: seeded shuffle, then repeat."""
+    """A repeatable stream of batches: repeat, then a seeded shuffle (a shuffle
+    before the repeat resumes exactly on TensorFlow, not on JAX past the first pass:
+    see `kerasteps.data.skip_consumed`)."""
     x, y = make_data()
     dataset = tf.data.Dataset.from_tensor_slices((x, y))
-    dataset = dataset.shuffle(len(x), seed=1, reshuffle_each_iteration=True)
-    return dataset.batch(BATCH_SIZE).repeat()
+    return dataset.repeat().shuffle(len(x), seed=1).batch(BATCH_SIZE)
 
 
 class SlowDown(keras.callbacks.Callback):

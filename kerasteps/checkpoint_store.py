@@ -633,6 +633,45 @@ class CheckpointStore:
         entries = self.entries()
         return entries[-1] if entries else None
 
+    def keep_aside(self, names: list[str]) -> str:
+        """Moves the checkpoints `names` whole into a new `earlier-N` folder of the
+        directory, a checkpoint directory of its own (with its index): nothing is
+        deleted, and `restore_latest` of that folder resumes from them.
+
+        Args:
+            names: `ckpt-<step>` folders of this directory.
+
+        Returns:
+            The new folder.
+
+        Example:
+
+        >>> import keras, os, tempfile
+        >>> from kerasteps.checkpoint_store import CheckpointStore
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> store = CheckpointStore(tempfile.mkdtemp())
+        >>> kept = store.keep_aside([store.save(model).name])
+        >>> os.path.basename(kept), store.entries()
+        ('earlier-1', [])
+        >>> [info.name for info in CheckpointStore(kept).entries()]
+        ['ckpt-0']
+        """
+        from kerasteps.callbacks._sinks import aside_path
+
+        kept = aside_path(self.directory, is_file=False)
+        tf.io.gfile.makedirs(kept)
+        with self._lock:
+            for name in names:
+                if NAME_RE.match(name) and os.path.basename(name) == name:
+                    tf.io.gfile.rename(self._inside(name), os.path.join(kept, name))
+            there = CheckpointStore(kept, keep=max(self.keep, len(names)))
+            view = there._view()
+            there._write_index(view.entries, view.incomplete)
+            view = self._view()
+            self._write_index(view.entries, view.warned)
+        return kept
+
     # -- repairing --------------------------------------------------------------------
     def recover(self) -> None:
         """Repairs the directory when a run begins: the index, and killed saves' files.

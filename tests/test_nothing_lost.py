@@ -265,3 +265,31 @@ def test_an_incomplete_folder_is_kept_and_warned_about_once(tmp_path, caplog):
     assert (tmp_path / "ckpt-41" / "state.h5").stat().st_size > 0
     assert StepCheckpoint.restore_latest(tiny_model(seed=1), tmp_path) == 2
     assert _ours(caplog) == []
+
+
+@pytest.mark.neutral
+def test_another_runs_checkpoints_are_kept_aside_not_rotated_away(tmp_path, caplog):
+    """A new run in a checkpoint directory of another run (started without
+    restoring) neither replaces nor rotates away that run's checkpoints: they
+    move whole into `earlier-1`, which resumes that run."""
+    first = tiny_model()
+    fit_steps(first, 6, [StepCheckpoint(tmp_path, every=2, keep=2)])
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    fit_steps(tiny_model(seed=1), 4, [StepCheckpoint(tmp_path, every=2, keep=2)])
+    kept = tmp_path / "earlier-1"
+    assert _ours(caplog) == [
+        f"StepCheckpoint: {tmp_path} held the checkpoints of another run (steps "
+        f"[4, 6]): they are kept whole in {kept} "
+        f"(StepCheckpoint.restore_latest(model, {str(kept)!r}) resumes that run), "
+        "and this run saves its own in the directory."
+    ]
+    assert [i.step for i in StepCheckpoint.list_checkpoints(kept)] == [4, 6]
+    assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [2, 4]
+    resumed = tiny_model(seed=2)
+    assert StepCheckpoint.restore_latest(resumed, kept) == 6
+    for mine, theirs in zip(resumed.weights, first.weights, strict=True):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    # The run resumed from there continues it: nothing of it is moved again.
+    fit_steps(resumed, 2, [StepCheckpoint(kept, every=2, keep=2)])
+    assert [i.step for i in StepCheckpoint.list_checkpoints(kept)] == [6, 8]
+    assert not (kept / "earlier-1").exists()

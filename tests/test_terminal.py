@@ -1,11 +1,13 @@
 """StepProgressBar and log lines on one terminal: log lines print above the bar.
 
 Real terminals: pseudo-terminals (`os.openpty`). Two tests run a training script with
-its stdout and stderr on one (LogEvery's own handler; `logging.basicConfig`'s, with
-a bar wider than the terminal), the others train in this process with `sys.stdout`
-and a handler on one. What the terminal received is replayed on a small screen
-(carriage return, newline, backspace, cursor up, erase, line wrap) to see what a
-user sees.
+its stdout and stderr on one (LogEvery's own handler; `logging.basicConfig`'s, with a
+bar wider than the terminal), the others train in this process with `sys.stdout` and
+a handler on one. What the terminal received is replayed on a small screen (carriage
+return, newline, backspace, cursor up, erase, line wrap) to see what a user sees. The
+last test runs a script without any logging setup, its output to pipes. The scripts
+run on TensorFlow only (what reaches the terminal does not depend on the backend);
+the tests that train in this process run on JAX too (`neutral`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import struct
 import subprocess
 import sys
 import termios
+import textwrap
 import threading
 import time
 
@@ -33,8 +36,6 @@ from kerasteps import _terminal
 from kerasteps._terminal import LiveLine
 from kerasteps.callbacks import LogEvery, StepProgressBar
 from tests.helpers import ROOT
-
-pytestmark = pytest.mark.neutral
 
 SCRIPT = ROOT / "tests" / "scripts" / "progress_terminal.py"
 
@@ -280,6 +281,7 @@ class _Streams(keras.callbacks.Callback):
         self.seen.append(self.handler.stream)
 
 
+@pytest.mark.neutral
 def test_handlers_get_their_streams_back_after_the_run(terminal):
     original = terminal.handler.stream
     streams = _Streams(terminal.handler)
@@ -294,6 +296,7 @@ def test_handlers_get_their_streams_back_after_the_run(terminal):
     assert screen[3] == ""
 
 
+@pytest.mark.neutral
 def test_after_a_fit_that_raised_the_next_log_line_gives_streams_back(terminal):
     original = terminal.handler.stream
     with pytest.raises(RuntimeError, match="failed at step 7"):
@@ -315,6 +318,7 @@ def test_after_a_fit_that_raised_the_next_log_line_gives_streams_back(terminal):
     assert re.fullmatch(r"loss=\S+ at step 5", screen[-4])
 
 
+@pytest.mark.neutral
 def test_a_new_run_takes_over_from_a_run_that_raised(terminal):
     original = terminal.handler.stream
     bar = StepProgressBar(12, interval=0)
@@ -331,6 +335,7 @@ def test_a_new_run_takes_over_from_a_run_that_raised(terminal):
     assert terminal.handler.stream is original
 
 
+@pytest.mark.neutral
 def test_nothing_changes_when_stdout_is_not_a_terminal(capsys):
     log = logging.getLogger("kerasteps")
     stream = io.StringIO()
@@ -354,6 +359,7 @@ def test_nothing_changes_when_stdout_is_not_a_terminal(capsys):
     assert lines and all(re.match(r"^ *\d+/12 ", line) for line in lines), lines
 
 
+@pytest.mark.neutral
 def test_a_log_write_without_newline_is_kept_and_the_line_drawn_after_it():
     term = Terminal(columns=30)
     line = LiveLine(term.stream)
@@ -381,6 +387,7 @@ def test_a_log_write_without_newline_is_kept_and_the_line_drawn_after_it():
     assert screen == ["part one; part two", "#" * 10, ""]
 
 
+@pytest.mark.neutral
 def test_warnings_with_no_handler_set_up_print_above_the_line(monkeypatch):
     term = Terminal(columns=40)
     monkeypatch.setattr(sys, "stderr", term.stream)  # where logging.lastResort prints
@@ -399,6 +406,7 @@ def test_warnings_with_no_handler_set_up_print_above_the_line(monkeypatch):
     assert screen == ["a warning", " 1/10 ━━━", ""]
 
 
+@pytest.mark.neutral
 def test_a_handler_added_while_the_line_is_drawn_prints_above_it(monkeypatch):
     monkeypatch.setattr(_terminal, "_RESCAN_SECONDS", 0.0)
     term = Terminal(columns=40)
@@ -419,3 +427,29 @@ def test_a_handler_added_while_the_line_is_drawn_prints_above_it(monkeypatch):
     finally:
         log.removeHandler(handler)
     assert Screen(40).feed(term.read()).lines() == ["added later", " 2/10", ""]
+
+
+def test_lines_show_without_any_logging_setup(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent("""
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import numpy as np, keras
+        from kerasteps import Every
+        from kerasteps.callbacks import LogEvery
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(np.ones((6, 2)), np.ones((6, 1)), batch_size=2, verbose=0,
+                  callbacks=[LogEvery(Every(2, start=1))])
+    """)
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [
+        ln for ln in result.stderr.splitlines() if ln.startswith("INFO:kerasteps:")
+    ]
+    assert [ln.rsplit(" ", 1)[1] for ln in lines] == ["1", "3"]
+    assert all(ln.startswith("INFO:kerasteps:loss=") for ln in lines)

@@ -6,7 +6,7 @@ and `kerasteps run global_step --steps 20` from a folder outside the clone. The 
 environment reuses the test environment's TensorFlow and Keras through a `.pth` file
 that lists this interpreter's site-packages folders (`--system-site-packages` would
 give the *base* interpreter's, which on a fresh machine has no Keras). Slower than the
-rest (about 40 s): it is the only test of what users install.
+rest (about 20 s): it is the only test of what users install.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
     )
     (wheel,) = wheels.glob("kerasteps-*.whl")
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir, with_pip=False)  # this pip installs into it: --python
     python = env_dir / "bin" / "python"
     # This environment's packages (TensorFlow, Keras, click...) after the venv's own:
     # the wheel's kerasteps, installed in the venv, comes first. Editable installs
@@ -60,7 +60,9 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
     ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_path("purelib")])
     (Path(purelib) / "_test_env.pth").write_text("\n".join(ours) + "\n")
     run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-index", wheel], cwd=tmp_path
+        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps"]
+        + ["--no-index", wheel],
+        cwd=tmp_path,
     )
     work = tmp_path / "elsewhere"
     work.mkdir()

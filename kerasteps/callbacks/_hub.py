@@ -190,7 +190,9 @@ class _ProgressCheck:
 class RunHub:
     """Shared state of one `fit()` call of one model (see module docstring)."""
 
-    def __init__(self, model: keras.Model, params: dict):
+    def __init__(
+        self, model: keras.Model, params: dict, previous: RunHub | None = None
+    ):
         self.model = model
         self.params = params
         self.counter_names = list(steps_lib.step_counter_variables(model))
@@ -211,9 +213,11 @@ class RunHub:
         self.ended = False
         self.windows = _windows.MetricWindows(model)
         self._carry, carried_id = _windows.take_carry(model, self.start_step)
+        if carried_id is None and previous is not None and not previous.ended:
+            carried_id = previous.run_id  # its fit() raised: this one goes on
         #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
-        #: carried by the checkpoint it resumes from or the model's previous `fit()`,
-        #: else new.
+        #: carried by the checkpoint it resumes from or the model's previous `fit()`
+        #: (also one that raised), else new.
         self.run_id = carried_id or _sinks.new_run_id()
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
@@ -555,19 +559,9 @@ class RunHub:
             self._close()
 
     def abort(self) -> None:
-        """Closes every callback after an error, without dispatching anything.
-
-        The model's next `fit()` (a notebook re-running the cell) continues this
-        run: its sinks drop this run's points after the step it starts at.
-        """
+        """Closes every callback after an error, without dispatching anything."""
         with self._lock:
             if not self.ended:
-                try:
-                    step = steps_lib.global_step(self.model)
-                except Exception:  # noqa: BLE001 - the error being handled matters
-                    step = None
-                if step is not None:
-                    _windows.attach_carry(self.model, step, {}, self.run_id)
                 self._close()
 
     def _close(self) -> None:
@@ -680,6 +674,6 @@ def get_hub(model: keras.Model, params: dict) -> RunHub:
     with _HUBS_LOCK:
         hub = _HUBS.get(model)
         if hub is None or hub.params is not params or hub.ended:
-            hub = RunHub(model, params)
+            hub = RunHub(model, params, previous=hub)
             _HUBS[model] = hub
         return hub

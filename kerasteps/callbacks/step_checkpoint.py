@@ -445,6 +445,7 @@ class StepCheckpoint(StepCallback):
         if self.hub.is_chief:
             self._lock.acquire()
             self.store.recover()
+            self._keep_other_runs_aside(start_step)
         later = [e.step for e in self.store.entries() if e.step > start_step]
         if later:
             logger.warning(
@@ -463,6 +464,34 @@ class StepCheckpoint(StepCallback):
         self.signal_received = None
         self._stop = _signals.GracefulStop(self.signals, self.model, self._on_signal)
         self._stop.install()
+
+    def _keep_other_runs_aside(self, start_step: int) -> None:
+        """Moves another run's checkpoints whole into `directory/earlier-N`, where
+        the `keep` rotation and new saves of the same step cannot delete them.
+
+        Another run's: saved under another run id (see
+        `kerasteps.callbacks._sinks`), or under none (an older kerasteps) at a step
+        after this run's start.
+        """
+        others = []
+        for entry in self.store.entries():
+            run_id = read_meta(entry.path).get("run_id")
+            if run_id == self.hub.run_id:
+                continue
+            if _sinks.is_run_id(run_id) or entry.step > start_step:
+                others.append(entry)
+        if not others:
+            return
+        kept = self.store.keep_aside([entry.name for entry in others])
+        logger.warning(
+            "StepCheckpoint: %s held the checkpoints of another run (steps %s): they "
+            "are kept whole in %s (StepCheckpoint.restore_latest(model, %r) resumes "
+            "that run), and this run saves its own in the directory.",
+            self.directory,
+            [entry.step for entry in others],
+            kept,
+            kept,
+        )
 
     def on_step(self, event: StepEvent) -> None:
         self._raise_failed_write()

@@ -2,9 +2,6 @@
 
 import logging
 import re
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -133,32 +130,6 @@ def test_other_logger_and_level(caplog):
     records = [r for r in caplog.records if r.name == "my.train"]
     assert [r.levelno for r in records] == [logging.WARNING]
     assert records[0].getMessage().endswith("at step 4")
-
-
-def test_lines_show_without_any_logging_setup(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(
-        textwrap.dedent("""
-        import os
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        import numpy as np, keras
-        from kerasteps import Every
-        from kerasteps.callbacks import LogEvery
-        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-        model.compile("sgd", "mse")
-        model.fit(np.ones((6, 2)), np.ones((6, 1)), batch_size=2, verbose=0,
-                  callbacks=[LogEvery(Every(2, start=1))])
-    """)
-    )
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [
-        ln for ln in result.stderr.splitlines() if ln.startswith("INFO:kerasteps:")
-    ]
-    assert [ln.rsplit(" ", 1)[1] for ln in lines] == ["1", "3"]
-    assert all(ln.startswith("INFO:kerasteps:loss=") for ln in lines)
 
 
 @pytest.mark.parametrize(

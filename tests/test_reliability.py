@@ -502,6 +502,7 @@ def test_board_child_dies_with_a_killed_launcher(tmp_path):
 
 
 # -- 10. one writer per directory -----------------------------------------------------
+@pytest.mark.tensorflow_only("the lock is pure Python, taken before training")
 def test_a_second_process_on_the_same_directories_fails_before_training(
     tmp_path, caplog
 ):

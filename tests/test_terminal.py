@@ -19,14 +19,12 @@ import json
 import logging
 import os
 import re
-import select
 import struct
 import subprocess
 import sys
 import termios
 import textwrap
 import threading
-import time
 
 import keras
 import numpy as np
@@ -116,28 +114,31 @@ def _pty(columns: int, rows: int = 50) -> tuple[int, int]:
     return master, slave
 
 
-def _read_all(master: int, timeout: float | None = None) -> bytes:
-    """Everything written to the terminal until its last writer closes it."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+#: Written by the test after everything else, so the reader knows it has it all.
+#: (Reading until the last writer closes the terminal can lose the last bytes on
+#: Linux: the master may see the hang-up before the tty's buffer reaches it.)
+_END = b"<<end of the test's terminal>>"
+
+
+def _read_to_end(master: int) -> bytes:
+    """Everything written to the terminal, up to the `_END` the test writes last."""
     chunks = []
-    while True:
-        if deadline is not None:
-            ready, _, _ = select.select([master], [], [], deadline - time.monotonic())
-            if not ready:
-                break  # timed out: the caller sees the process still running
+    tail = b""
+    while not tail.endswith(_END):
         try:
             chunk = os.read(master, 65536)
-        except OSError:  # EIO: the last writer closed the terminal
+        except OSError:  # EIO: every writer closed the terminal
             break
         if not chunk:
             break
         chunks.append(chunk)
+        tail = (tail + chunk)[-len(_END) :]
     os.close(master)
-    return b"".join(chunks)
+    return b"".join(chunks).removesuffix(_END)
 
 
 def _run_in_terminal(columns: int, *args: str) -> str:
-    master, slave = _pty(columns)
+    term = Terminal(columns)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), env.get("PYTHONPATH")])
@@ -145,15 +146,17 @@ def _run_in_terminal(columns: int, *args: str) -> str:
     process = subprocess.Popen(
         [sys.executable, str(SCRIPT), *args],
         stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=slave,
+        stdout=term.slave,
+        stderr=term.slave,
         env=env,
     )
-    os.close(slave)
-    out = _read_all(master, timeout=300).decode("utf-8", "replace")
-    if process.poll() is None:
+    try:
+        process.wait(timeout=300)
+    except subprocess.TimeoutExpired:
         process.kill()
-    assert process.wait(timeout=60) == 0, out[-3000:]
+        process.wait(timeout=60)
+    out = term.read()
+    assert process.returncode == 0, out[-3000:]
     return out
 
 
@@ -225,21 +228,25 @@ class Terminal:
 
     def __init__(self, columns: int = 120):
         self.columns = columns
-        self.master, slave = _pty(columns)
+        self.master, self.slave = _pty(columns)
         self.stream = io.TextIOWrapper(
-            io.FileIO(slave, "w"), encoding="utf-8", line_buffering=True
+            io.FileIO(os.dup(self.slave), "w"), encoding="utf-8", line_buffering=True
         )
         self._out: list[bytes] = []
         self._reader = threading.Thread(
-            target=lambda: self._out.append(_read_all(self.master)), daemon=True
+            target=lambda: self._out.append(_read_to_end(self.master)), daemon=True
         )
         self._reader.start()
 
     def read(self) -> str:
         """Closes the terminal; what it received."""
-        if not self.stream.closed:
-            self.stream.close()
-        self._reader.join(timeout=30)
+        if self.slave is not None:
+            if not self.stream.closed:
+                self.stream.close()  # flushes
+            os.write(self.slave, _END)
+            self._reader.join(timeout=30)
+            os.close(self.slave)
+            self.slave = None
         return b"".join(self._out).decode("utf-8", "replace")
 
 

@@ -364,6 +364,7 @@ def test_generate():
     np.testing.assert_allclose(chunked, a, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.tensorflow_only("JAX makes the same updates: test_wgan_backends")
 def test_quality_ring_of_8_gaussians():
     """WGAN-GP covers all 8 modes of the ring (radius 2, sigma 0.02).
 

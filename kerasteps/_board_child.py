@@ -38,12 +38,44 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
+def _provide_pkg_resources() -> None:
+    """TensorBoard < 2.21 imports `pkg_resources`, which setuptools >= 82 no longer
+    has (and Python >= 3.12 venvs have no setuptools at all). It uses two names:
+    `iter_entry_points` (dynamic plugins) and `parse_version`; give it those."""
+    try:
+        import pkg_resources  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    import types
+    from importlib import metadata
+
+    from packaging.version import parse as parse_version  # a TensorFlow dependency
+
+    class _EntryPoint:
+        def __init__(self, entry_point: metadata.EntryPoint) -> None:
+            self.name = entry_point.name
+            self.resolve = self.load = entry_point.load
+
+    def iter_entry_points(group: str, name: str | None = None):
+        for entry_point in metadata.entry_points(group=group):
+            if name is None or entry_point.name == name:
+                yield _EntryPoint(entry_point)
+
+    shim = types.ModuleType("pkg_resources")
+    shim.iter_entry_points = iter_entry_points
+    shim.parse_version = parse_version
+    sys.modules["pkg_resources"] = shim
+
+
 def main() -> None:
     parent = int(sys.argv[1])
     _die_with(parent)
     from kerasteps import _startup
 
     _startup.quiet_startup(keras=False)  # TensorFlow without its start-up lines
+    _provide_pkg_resources()
     from tensorboard import main as tensorboard_main
 
     sys.argv = ["tensorboard", *sys.argv[2:]]

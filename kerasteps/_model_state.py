@@ -42,14 +42,14 @@ import errno
 import os
 import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import keras
 import numpy as np
 
-from kerasteps import _rng, _variables
+from kerasteps import _compat, _rng, _variables
 from kerasteps import steps as steps_lib
 
 __all__ = [
@@ -71,19 +71,6 @@ class _Recorder(dict):
 
 def _join(*parts: str) -> str:
     return "/".join(p for p in parts if p)
-
-
-def _snake(name: str) -> str:
-    from keras.src.utils import naming
-
-    return naming.to_snake_case(name)
-
-
-def _children(saveable: Any) -> Iterator[tuple[str, Any]]:
-    """The children of a Keras object, as `saving_lib` finds them for `.weights.h5`."""
-    from keras.src.saving import saving_lib
-
-    yield from saving_lib._walk_saveable(saveable)
 
 
 @dataclass
@@ -119,8 +106,6 @@ class StateLayout:
             self.variables[key] = variable
 
     def _walk(self, obj: Any, path: str, seen: set[int], seen_vars: set[int]) -> None:
-        from keras.src.saving.keras_saveable import KerasSaveable
-
         if id(obj) in seen or isinstance(obj, (keras.metrics.Metric, keras.Loss)):
             return
         seen.add(id(obj))
@@ -138,8 +123,8 @@ class StateLayout:
                 self.custom[path] = obj
                 for variable in _own_variables(obj):
                     seen_vars.add(id(variable))
-        for attr, child in _children(obj):
-            if isinstance(child, KerasSaveable):
+        for attr, child in _compat.saveable_children(obj):
+            if _compat.is_saveable(child):
                 self._walk(child, _join(path, attr), seen, seen_vars)
             elif isinstance(child, keras.random.SeedGenerator):
                 self._add(_join(path, attr, "state"), child.state, seen_vars)
@@ -147,9 +132,9 @@ class StateLayout:
                 items = child.values() if isinstance(child, dict) else child
                 used: dict[str, int] = {}
                 for item in items:
-                    if not isinstance(item, KerasSaveable):
+                    if not _compat.is_saveable(item):
                         continue
-                    name = _snake(type(item).__name__)
+                    name = _compat.snake_case(type(item).__name__)
                     if name in used:
                         used[name] += 1
                         name = f"{name}_{used[name]}"
@@ -167,9 +152,13 @@ class StateLayout:
 
 
 def _own_variables(obj: Any) -> list[Any]:
-    return list(getattr(obj, "_trainable_variables", [])) + list(
-        getattr(obj, "_non_trainable_variables", [])
-    )
+    """The variables a layer created itself (not its sublayers'): what Keras's own
+    `Layer.save_own_variables` stores, whatever `obj`'s override stores."""
+    if not isinstance(obj, keras.Layer):
+        return []
+    store = _Recorder()
+    keras.Layer.save_own_variables(obj, store)
+    return [v for v in store.values() if isinstance(v, keras.Variable)]
 
 
 def _custom_values(obj: Any) -> dict[str, Any]:
@@ -598,18 +587,10 @@ def _defer(optimizer: Any, part: dict[int, np.ndarray]) -> None:
     """Assigns an optimizer's saved slots right after it builds them."""
     first = optimizer not in _PENDING
     _PENDING[optimizer] = part
-    if not first:
-        return
-    original = optimizer.build
-
-    def build(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        del optimizer.build  # back to the class's method
-        values = _PENDING.pop(optimizer, {})
-        _assign_built(optimizer, values)
-        return result
-
-    optimizer.build = build
+    if first:
+        _compat.once_after_build(
+            optimizer, lambda: _assign_built(optimizer, _PENDING.pop(optimizer, {}))
+        )
 
 
 def _assign_built(optimizer: Any, values: dict[int, np.ndarray]) -> None:

@@ -38,10 +38,10 @@ them for arrays or a `tf.data.Dataset`; a `keras.utils.PyDataset` with
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import numpy as np
+
+from kerasteps import _compat
 
 __all__ = ["PREFIX", "is_reserved", "problems", "restore", "restore_for", "states"]
 
@@ -178,10 +178,6 @@ def restore(arrays: dict[str, np.ndarray]) -> list[str]:
     return sorted(chosen)
 
 
-#: The attribute of a patched `train_step` that holds the states it sets.
-_PENDING = "_kerasteps_generator_states"
-
-
 def restore_for(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[str]:
     """Sets the global generators now, and again right before `model`'s next
     training step (check `problems` first).
@@ -211,22 +207,5 @@ def restore_for(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[str]:
     if not keys:
         return keys
     chosen = {key: np.array(arrays[key], dtype=np.uint8) for key in keys}
-    patched = model.__dict__.get("train_step")
-    if patched is not None and hasattr(patched, _PENDING):
-        setattr(patched, _PENDING, chosen)
-        return keys
-    original = model.train_step
-
-    def train_step(*args: Any, **kwargs: Any) -> Any:
-        states = getattr(train_step, _PENDING)
-        if patched is None:
-            object.__delattr__(model, "train_step")  # the class's method again
-        else:
-            object.__setattr__(model, "train_step", patched)
-        restore(states)
-        return original(*args, **kwargs)
-
-    setattr(train_step, _PENDING, chosen)
-    # Past Keras's attribute tracking: a function, not a layer or a variable.
-    object.__setattr__(model, "train_step", train_step)
+    _compat.once_before_train_step(model, lambda: restore(chosen))
     return keys

@@ -44,6 +44,10 @@ _NOISE = re.compile(
     # the GPU-less machine's "errors": no CUDA driver, no CUDA library to register
     r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] .*"
     r"(cuInit|cuda_platform|Unable to register cu(DNN|FFT|BLAS)).*"
+    # TensorFlow <= 2.20's own (TSL) format: "2026-12-02 04:21:33.087705: E path:51] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] \S+:\d+\] .*"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+:\d+\] .*"
+    r"(cuInit|cuda_platform|Unable to register cu(DNN|FFT|BLAS)).*"
     # the second line of cpu_feature_guard's INFO message
     r"|To enable the following instructions: .*rebuild TensorFlow with the "
     r"appropriate compiler flags\."

@@ -28,9 +28,10 @@ again below it, as tqdm's `logging_redirect_tqdm` and Rich's live display do.
 - **Threads.** One lock orders drawing and log lines (records come from other threads,
   e.g. the asynchronous checkpoint writer's warnings).
 - **An end without a hook.** Keras calls no callback when `fit()` raises, so the owner
-  passes `alive`: a log line that comes when the run is over closes the line first (the
-  bar stays as last drawn, the record starts on the next row, the handlers get their
-  streams back), and a newer `LiveLine` that draws closes the older ones it finds.
+  passes `alive`: a log line that comes when the run is over, or may be, closes the line
+  first (the bar stays as last drawn, the record starts on the next row, the handlers
+  get their streams back; an owner whose run goes on draws a new line below), and a
+  newer `LiveLine` that draws closes the older ones it finds.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ class LiveLine:
         enabled: False to leave everything as it is (the line is not drawn in
             place, on a terminal or off it: what is drawn is written as it is).
         alive: Returns False once the owner's run is over without `close()` (a
-            `fit()` that raised); None: until `close()`.
+            `fit()` that raised), or may be; then the next log line closes the line
+            (`closed`). None: open until `close()`.
 
     Example:
 
@@ -160,6 +162,11 @@ class LiveLine:
     def active(self) -> bool:
         """True while the line is drawn in place on a terminal (until `close()`)."""
         return self._stat is not None and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """True after `close()`, or once a log line found the owner's run over."""
+        return self._closed
 
     @property
     def whole_lines(self) -> bool:
@@ -214,7 +221,7 @@ class LiveLine:
                 if logging.lastResort is ours:
                     logging.lastResort = original
                 self._last_resort = None
-            self._alive = None  # what it holds (a `fit()` frame) may go
+            self._alive = None  # what it holds (the owner's run) may go
             if (self._shown and self._text) or self._partial:
                 self._write("\n")
             self._shown = self._partial = False

@@ -28,7 +28,9 @@ def _reader(variable: Any, view: bool = False) -> Callable[[], Any]:
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        value = getattr(variable, "_value", variable)
+        # A Keras variable's `value` is its `tf.Variable` (outside an autocast
+        # scope); a distributed one's, its `DistributedValues`.
+        value = variable.value if isinstance(variable, keras.Variable) else variable
         handle = getattr(value, "handle", None)
         if (
             handle is not None
@@ -37,7 +39,8 @@ def _reader(variable: Any, view: bool = False) -> Callable[[], Any]:
         ):
             read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
             if view and "CPU" in value.device.upper():
-                return lambda: read(resource=handle, dtype=dtype)._numpy()
+                # NumPy's view of an eager tensor's buffer (`numpy()` copies it).
+                return lambda: np.asarray(read(resource=handle, dtype=dtype))
             return lambda: read(resource=handle, dtype=dtype).numpy()
     return lambda: np.asarray(keras.ops.convert_to_numpy(variable))
 

@@ -40,7 +40,6 @@ import socket
 import subprocess
 import sys
 import traceback
-import types
 from pathlib import Path
 
 import click
@@ -268,12 +267,13 @@ def _without_tensorflow() -> None:
     with TensorFlow's start-up lines: `kerasteps summary` of a small run took 4.1 s
     with it, 0.36 s without (2 CPU cores). Its stub reads the same files as fast
     (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub). TensorBoard's
-    own switch is the module `tensorboard.compat.notf`: when it imports, the stub
-    is used. Only for the
-    launcher's own process, and only while TensorFlow is not imported.
+    own switch is a module (see `kerasteps._compat.use_tensorboard_stub`). Only for
+    the launcher's own process, and only while TensorFlow is not imported.
     """
     if "tensorflow" not in sys.modules:
-        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
+        from kerasteps import _compat
+
+        _compat.use_tensorboard_stub()
 
 
 def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:

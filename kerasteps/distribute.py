@@ -17,8 +17,9 @@ Under JAX, several processes train one model with `keras.distribution` (e.g.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
+
+from kerasteps import _compat
 
 __all__ = ["is_chief", "task_of"]
 
@@ -129,67 +130,6 @@ def patch_keras_multi_worker() -> bool:
     global _PATCHED
     if _PATCHED:
         return False
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    tf_trainer.reduce_per_replica = _reduce_scalars_with_axis_none(
-        tf_trainer.reduce_per_replica
-    )
-    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _build_on_one_replica(
-        tf_trainer.TensorFlowTrainer._maybe_symbolic_build
-    )
+    _compat.patch_tf_multi_worker()
     _PATCHED = True
     return True
-
-
-def _reduce_scalars_with_axis_none(original_reduce: Callable) -> Callable:
-    """Keras's `reduce_per_replica`, but averaging scalar logs across workers
-    with `axis=None` (Keras reduces them with `axis=0`)."""
-    from keras.src import tree
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    def reduce_per_replica(values, strategy, reduction):
-        if tf_trainer._collective_all_reduce_multi_worker(strategy) and reduction in (
-            "auto",
-            "mean",
-        ):
-
-            def _mean(value):
-                rank = getattr(getattr(value, "shape", None), "rank", None)
-                axis = None if rank in (0, None) else 0
-                return strategy.reduce("MEAN", value, axis=axis)
-
-            return tree.map_structure(_mean, values)
-        return original_reduce(values, strategy, reduction)
-
-    return reduce_per_replica
-
-
-def _build_on_one_replica(original_build: Callable) -> Callable:
-    """Keras's `_maybe_symbolic_build`, but building a multi-worker model on the
-    first replica's part of a batch, element by element."""
-    from keras.src import tree
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        strategy = self._distribute_strategy
-        if (
-            iterator is None
-            or strategy is None
-            or not tf_trainer._collective_all_reduce_multi_worker(strategy)
-        ):
-            return original_build(self, iterator=iterator, data_batch=data_batch)
-        for _, _, it in iterator:
-            batch = next(it)
-            data_batch = tree.map_structure(
-                lambda value: (
-                    strategy.experimental_local_results(value)[0]
-                    if isinstance(value, tf_trainer.tf.distribute.DistributedValues)
-                    else value
-                ),
-                batch,
-            )
-            break
-        with strategy.scope():
-            self._symbolic_build(data_batch=data_batch)
-
-    return _maybe_symbolic_build

@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from kerasteps import _compat
 from kerasteps._paths import in_pseudo_file_system, is_file_system_root
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
@@ -163,8 +164,6 @@ def _count_records(handle: BinaryIO, size: int) -> tuple[int, str | None]:
     checksum is wrong, or it claims more than an event can hold), why; None when
     the file ends there or in a record still being written.
     """
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
     count = offset = 0
     seekable = handle.seekable()
     while True:
@@ -174,7 +173,7 @@ def _count_records(handle: BinaryIO, size: int) -> tuple[int, str | None]:
         length, checksum = _HEADER.unpack(header)
         end = offset + _HEADER.size + length + _FOOTER
         if end > size:
-            if masked_crc32c(header[:8]) != checksum:
+            if _compat.masked_crc32c(header[:8]) != checksum:
                 why = "the checksum of its length is wrong"
             elif length >= _MAX_RECORD:
                 why = f"a record claims {length} bytes, the file has {size - offset}"
@@ -211,10 +210,6 @@ def _events(path: str | os.PathLike) -> Iterator[Any]:
     (see the module docstring); a damaged file is read up to the damage, with a
     WARNING naming it.
     """
-    from tensorboard.backend.event_processing.event_file_loader import (
-        LegacyEventFileLoader,
-    )
-
     path = os.fspath(path)
     with _open(path) as handle:
         count, problem = _count_records(handle, _size(handle))
@@ -226,7 +221,7 @@ def _events(path: str | os.PathLike) -> Iterator[Any]:
             count,
         )
     if count:
-        yield from itertools.islice(LegacyEventFileLoader(path).Load(), count)
+        yield from itertools.islice(_compat.load_events(path), count)
 
 
 def _scalar_value(value, plugins: dict[str, str]) -> float | None:

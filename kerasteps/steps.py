@@ -49,7 +49,10 @@ from typing import Any
 
 import keras
 
+from kerasteps import _compat
 from kerasteps._variables import read_floats, read_int
+
+_compat.check_keras_version()  # every part that uses Keras imports this module
 
 __all__ = [
     "StepNotCountedError",
@@ -530,7 +533,7 @@ def step_optimizers(model: keras.Model) -> Mapping[str, Any]:
 
 # -- the optimizer that counts the global step, and its batches ----------------------
 def _innermost(optimizer: Any) -> Any:
-    """The optimizer that holds `_iterations` (inside a `LossScaleOptimizer`)."""
+    """The optimizer that counts the batches (inside a `LossScaleOptimizer`)."""
     while getattr(optimizer, "inner_optimizer", None) is not None:
         optimizer = optimizer.inner_optimizer
     return optimizer
@@ -575,7 +578,7 @@ def micro_steps(model: keras.Model) -> int:
     """
     if accumulation_steps(model) == 1:
         return global_step(model)
-    return _to_int(_innermost(global_optimizer(model))._iterations)
+    return _to_int(_compat.raw_iterations(_innermost(global_optimizer(model))))
 
 
 def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
@@ -606,12 +609,12 @@ def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
     (1.0, 0.5)
     """
     inner = _innermost(optimizer)
-    raw = getattr(inner, "_learning_rate", None)
-    if isinstance(raw, keras.optimizers.schedules.LearningRateSchedule):
+    schedule = _compat.learning_rate_schedule(inner)
+    if schedule is not None:
         if step is None:
             step = _to_int(inner.iterations)
         k = int(getattr(inner, "gradient_accumulation_steps", 0) or 1)
-        value = raw(max(int(step) * k - 1, 0))
+        value = schedule(max(int(step) * k - 1, 0))
         return float(keras.ops.convert_to_numpy(value))
     value = inner.learning_rate
     if isinstance(value, keras.Variable):

@@ -289,6 +289,7 @@ class _Streams(keras.callbacks.Callback):
 
 
 @pytest.mark.neutral
+@pytest.mark.keras_range
 def test_handlers_get_their_streams_back_after_the_run(terminal):
     original = terminal.handler.stream
     streams = _Streams(terminal.handler)
@@ -304,6 +305,7 @@ def test_handlers_get_their_streams_back_after_the_run(terminal):
 
 
 @pytest.mark.neutral
+@pytest.mark.keras_range
 def test_after_a_fit_that_raised_the_next_log_line_gives_streams_back(terminal):
     original = terminal.handler.stream
     with pytest.raises(RuntimeError, match="failed at step 7"):
@@ -326,6 +328,7 @@ def test_after_a_fit_that_raised_the_next_log_line_gives_streams_back(terminal):
 
 
 @pytest.mark.neutral
+@pytest.mark.keras_range
 def test_a_new_run_takes_over_from_a_run_that_raised(terminal):
     original = terminal.handler.stream
     bar = StepProgressBar(12, interval=0)
@@ -340,6 +343,38 @@ def test_a_new_run_takes_over_from_a_run_that_raised(terminal):
         _fit(bar, _FailAt(4), stdout=terminal)
     _fit(bar, stdout=terminal)  # the same bar again
     assert terminal.handler.stream is original
+
+
+class _LogsAt(keras.callbacks.Callback):
+    """Logs a line at the end of one step, outside any kerasteps callback."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == self.step:
+            logging.getLogger("kerasteps").warning("from another callback")
+
+
+@pytest.mark.neutral
+def test_a_log_line_between_steps_leaves_the_bar_and_the_run_draws_it_again(
+    terminal,
+):
+    # No frame inspection: a line logged on the training thread while no kerasteps
+    # callback acts may come after a fit() that raised, so the bar's line closes
+    # (the bar stays as drawn above it); the run goes on and draws a new line.
+    original = terminal.handler.stream
+    streams = _Streams(terminal.handler)
+    _fit(StepProgressBar(12, interval=0), _LogsAt(6), streams, stdout=terminal)
+    assert streams.seen[5] is original  # closed by the line at step 6
+    assert streams.seen[-1] is not original  # through the new line again
+    assert terminal.handler.stream is original
+    screen = Screen(120).feed(terminal.read()).lines()
+    at = screen.index("from another callback")
+    assert screen[at - 1].startswith(" 6/12 ━"), screen
+    assert screen[at + 1].startswith("12/12 ━"), screen
+    assert screen[at + 2 :] == [""], screen
 
 
 @pytest.mark.neutral

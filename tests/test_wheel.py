@@ -1,6 +1,7 @@
 """A wheel built from the repository runs the launcher and a bundled recipe.
 
-Builds the wheel without build isolation (setuptools and wheel come with the test
+Builds the wheel from a copy of the clone (setuptools writes `build/` where it
+builds) without build isolation (setuptools and wheel come with the test
 environment), installs it into a fresh virtual environment and runs `kerasteps list`
 and `kerasteps run global_step --steps 20` from a folder outside the clone. The new
 environment reuses the test environment's TensorFlow and Keras through a `.pth` file
@@ -12,6 +13,7 @@ rest (about 20 s): it is the only test of what users install.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -31,6 +33,15 @@ def run(args, cwd, timeout=300):
 
 
 def test_wheel_runs_list_and_a_recipe(tmp_path):
+    # Built from a copy: setuptools writes `build/` and `*.egg-info` where it builds.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*cache"
+        ),
+    )
     wheels = tmp_path / "wheels"
     run(
         [
@@ -42,7 +53,7 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
             "--no-build-isolation",
             "-w",
             wheels,
-            ROOT,
+            source,
         ],
         cwd=tmp_path,
     )

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from kerasteps import distribute
+from kerasteps import _compat, distribute
 from kerasteps import steps as steps_lib
 from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.step_event import StepRecord, scalar_items
@@ -187,6 +187,21 @@ class _ProgressCheck:
         ).rstrip() + "\n"
 
 
+class _Acting:
+    """Counts the nested blocks where kerasteps callbacks act (`RunHub.acting`)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.count -= 1
+
+
 class RunHub:
     """Shared state of one `fit()` call of one model (see module docstring)."""
 
@@ -232,8 +247,13 @@ class RunHub:
         self._epoch_ended = None
         self._epoch_start_micro = self.start_micro
         self._last_batch = -1
+        # The index Keras passes `on_train_batch_end` -> the execution's last batch.
+        self._batch_end_shift = _compat.batch_end_shift(self.steps_per_execution)
         self._last_prev = self.start_step  # prev of the latest step change
         self._lock = threading.RLock()
+        #: The thread that runs this `fit()`: Keras calls the callbacks' hooks there.
+        self.thread = threading.get_ident()
+        self._acting = _Acting()
         self._next_due = 0  # dispatch at the first step change, then when due
         self._quiet_until: float = -1
         self._reports_step = False
@@ -288,6 +308,21 @@ class RunHub:
     def steps_per_execution(self) -> int:
         return max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
 
+    @property
+    def acting(self) -> bool:
+        """True while kerasteps callbacks of this run act: within the run's begin,
+        a step's dispatch, an epoch end or the run's end (see `act`).
+
+        On the training thread (`thread`) while this run has not `ended`, False
+        means the thread is elsewhere: in Keras, another callback, or past a `fit()`
+        that raised (Keras calls no hook then). `StepProgressBar` reads it.
+        """
+        return self._acting.count > 0
+
+    def act(self) -> _Acting:
+        """A context manager: the block is kerasteps callbacks' work (`acting`)."""
+        return self._acting
+
     # -- reading the model --------------------------------------------------------
     def _read_true(self) -> tuple[int, int]:
         """The model's (global step, micro steps), from the trained state."""
@@ -309,6 +344,7 @@ class RunHub:
 
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
         """Processes one Keras batch end for every registered callback, once."""
+        batch += self._batch_end_shift  # Keras < 3.11: the execution's first
         if batch <= self._last_batch:  # another kerasteps callback processed it
             return
         self._last_batch = batch
@@ -317,7 +353,7 @@ class RunHub:
             self._micro = self._epoch_start_micro + batch + 1
             self.step = self._micro // self.accumulation
             return
-        with self._lock:
+        with self._lock, self._acting:
             if not self.ended:
                 self._batch_end(batch, self.last_logs)
                 self._quiet_until = self._quiet_batches()
@@ -474,7 +510,7 @@ class RunHub:
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> None:
         """Re-reads the true step; hands Keras's `val_*` values to the sinks."""
-        with self._lock:
+        with self._lock, self._acting:
             if self.ended or self._epoch_ended == epoch:
                 return
             self._epoch_ended = epoch
@@ -546,7 +582,7 @@ class RunHub:
 
     def train_end(self) -> None:
         """Fires `Every(last=True)` callbacks at the final step, then closes all."""
-        with self._lock:
+        with self._lock, self._acting:
             if self.ended:
                 return
             self.windows.close_epoch()
@@ -560,7 +596,7 @@ class RunHub:
 
     def abort(self) -> None:
         """Closes every callback after an error, without dispatching anything."""
-        with self._lock:
+        with self._lock, self._acting:
             if not self.ended:
                 self._close()
 

@@ -219,7 +219,8 @@ class StepCallback(keras.callbacks.Callback):
             hub.register(self, active=False)  # on another worker it does nothing
             return
         try:
-            self.on_run_begin(hub.start_step)
+            with hub.act():
+                self.on_run_begin(hub.start_step)
         except BaseException:
             hub.abort()  # close the callbacks that already began; training stops
             raise

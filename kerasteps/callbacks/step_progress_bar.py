@@ -9,8 +9,10 @@ from collections.abc import Callable, Sequence
 
 import keras
 
+from kerasteps import _compat
 from kerasteps._terminal import LiveLine
 from kerasteps._validate import check_int, check_names
+from kerasteps.callbacks._hub import RunHub
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every
@@ -18,71 +20,47 @@ from kerasteps.schedule import Every
 __all__ = ["StepProgressBar"]
 
 
-class _GlobalStepProgbar(keras.utils.Progbar):
+class _GlobalStepProgbar(_compat.ProgbarFromStep, keras.utils.Progbar):
     """A `Progbar` whose count starts at the run's first global step.
 
-    Keras's time-per-step estimate assumes the count starts at 0; a resumed run
-    starts at its checkpoint's step, so the estimate (and the ETA) here use only
-    the steps of this run, and leave out the first execution (tracing).
+    A resumed run starts at its checkpoint's step: the time-per-step estimate (and
+    the ETA) use only the steps of this run, and leave out the first execution
+    (tracing). Every value is shown as it is (the callback reduced it already).
     """
-
-    def __init__(self, target: int, initial: int, **kwargs):
-        super().__init__(target, **kwargs)
-        self._initial = initial
-        self._seen_so_far = initial
-        self._first_update: tuple[int, float] | None = None
-
-    def _estimate_step_duration(self, current, now):
-        done = current - self._initial
-        if done <= 0:
-            return 0
-        if self._first_update is None:
-            self._first_update = (current, now)
-            return (now - self._start) / done
-        first_step, first_time = self._first_update
-        if current > first_step:
-            return (now - first_time) / (current - first_step)
-        return (now - self._start) / done
 
 
 def _draws_in_place(progbar: keras.utils.Progbar) -> bool:
     """True if `progbar` redraws one line on `sys.stdout` (`"\\r"`), as Keras decides.
 
-    Keras's `Progbar` redraws in place when `verbose=1` and its `_dynamic_display`
+    Keras's `Progbar` redraws in place when `verbose=1` and its display is dynamic
     (stdout a tty, or any POSIX system, a notebook, PyCharm), and prints to stdout
     unless interactive logging is off (then to `absl.logging`). `LiveLine` adds its
     own condition: stdout is a terminal.
     """
     return (
         progbar.verbose == 1
-        and bool(getattr(progbar, "_dynamic_display", False))
+        and _compat.progbar_redraws_in_place(progbar)
         and keras.config.is_interactive_logging_enabled()
     )
 
 
-def _while_in_fit(model: keras.Model) -> Callable[[], bool] | None:
-    """A test that this thread's current `model.fit()` call is still running.
+def _run_alive(hub: RunHub) -> Callable[[], bool]:
+    """A test that the run of `hub` may still be training, for a log line.
 
-    Keras calls no callback when `fit()` raises: the call's frame is gone from the
-    thread's stack then. None if this thread is not inside `model.fit()` (a loop of
-    its own calling the callbacks).
+    Keras calls no callback when `fit()` raises, and nothing public tells that the
+    call is over. A log line written on the training thread while no kerasteps
+    callback of the run acts (`hub.acting`) is taken as the run being over: it
+    comes after a `fit()` that raised, or from Keras or another callback between
+    two steps. The bar's line then closes (the bar stays as last drawn above the
+    log line); a run that goes on draws the bar again below at its next update.
+    From another thread (a checkpoint writer, a data loader) nothing can be told:
+    the run is taken as going on.
     """
-    frame = sys._getframe(1)
-    while frame is not None and not (
-        frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model
-    ):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    fit_frame, thread = frame, threading.get_ident()
 
     def alive() -> bool:
-        current = sys._current_frames().get(thread)
-        while current is not None:
-            if current is fit_frame:
-                return True
-            current = current.f_back
-        return False
+        if hub.ended:
+            return False
+        return threading.get_ident() != hub.thread or hub.acting
 
     return alive
 
@@ -109,7 +87,11 @@ class StepProgressBar(StepCallback):
     its line, and the bar is drawn again below it, as with tqdm's
     `logging_redirect_tqdm`. The handlers get their streams back when the run ends;
     after a `fit()` that raised (Keras calls no callback then), at the next log
-    line or the next run of a bar.
+    line or the next run of a bar. Nothing public tells when a `fit()` that raised
+    is over, so a log line written on the training thread while no kerasteps
+    callback acts (Keras's own, or another callback's between two steps) does the
+    same: the bar stays as last drawn above it, and is drawn again below at its
+    next update.
 
     Off a terminal (stdout to a pipe or a file) the bar writes whole lines only,
     never a line without its newline, so log lines sent to the same place never
@@ -182,20 +164,22 @@ class StepProgressBar(StepCallback):
             initial=start_step,
             width=self.width,
             interval=self.interval,
-            stateless_metrics=(),  # every value is shown as it is: the latest
             unit_name="step",
         )
         self.count = start_step
         self._values = []
         self._refreshed = None
-        self._line = LiveLine(
-            sys.stdout,
-            enabled=_draws_in_place(self.progbar),
-            alive=_while_in_fit(self.model),
-        )
+        self._line = self._open_line()
         if self._line.whole_lines:
             self.progbar.interval = 0  # the lines below decide when to draw
         self._next_line = start_step + 1
+
+    def _open_line(self) -> LiveLine:
+        return LiveLine(
+            sys.stdout,
+            enabled=_draws_in_place(self.progbar),
+            alive=_run_alive(self.hub),
+        )
 
     def _line_due(self, step: int) -> bool:
         """Off a terminal: the run's first step, then each tenth of the run."""
@@ -209,6 +193,8 @@ class StepProgressBar(StepCallback):
 
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
+            if self._line.closed:  # a log line came between two steps: a new line
+                self._line = self._open_line()
             draw = self._line_due(event.step)
             now = time.monotonic()
             if draw and (

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasteps import _variables
+from kerasteps import _compat, _variables
 from kerasteps._validate import check_int
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
@@ -219,6 +219,7 @@ class ValidateEvery(StepCallback):
             return model.evaluate(dataset, steps=steps, verbose=0, return_dict=True)
         finally:
             saved.assign_back()
+            _compat.restore_jax_sharding_spec(model)  # Keras 3.10-3.11 on JAX
             if torch_rng is not None:
                 import torch
 

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import keras
 
+from kerasteps import _compat
 from kerasteps._validate import check_int, check_positive_number
 
 
@@ -79,8 +80,7 @@ def arguments(
 
 def uses_float16(layer: keras.Layer) -> bool:
     """Whether the layer or any layer inside it computes in float16."""
-    flatten = getattr(layer, "_flatten_layers", None)
-    layers = list(flatten(include_self=True)) if callable(flatten) else [layer]
+    layers = _compat.all_layers(layer)
     return any(getattr(sub, "compute_dtype", None) == "float16" for sub in layers)
 
 

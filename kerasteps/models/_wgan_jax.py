@@ -9,8 +9,9 @@ state through a `StatelessScope`.
 Keras's JAX trainer carries the variables of one optimizer, `model.optimizer`, from
 step to step; the WGAN has two. `JaxSteps` therefore carries both, the generator's
 then the critic's, in the trainer's optimizer slot: the four trainer methods that
-read `model.optimizer.variables` are redefined here with both optimizers' variables
-where Keras has one's, and are otherwise Keras's own.
+read `model.optimizer.variables` are redefined with both optimizers' variables where
+Keras has one's (`kerasteps._compat.JaxTrainerWithOptimizers`), and are otherwise
+Keras's own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import keras
 
+from kerasteps import _compat
 from kerasteps.models._wgan_step import (
     CriticResult,
     critic_batches,
@@ -106,7 +108,7 @@ def _scale(optimizer: Any, values: list, loss: Any) -> Any:
         return optimizer.scale_loss(loss)
 
 
-class JaxSteps:
+class JaxSteps(_compat.JaxTrainerWithOptimizers):
     """`WGAN.train_step` for the JAX backend (a mixin of `WGAN`)."""
 
     # -- the trainer's state: both optimizers --------------------------------------
@@ -114,67 +116,6 @@ class JaxSteps:
         if self.d_optimizer is None:
             return list(self.optimizer.variables) if self.optimizer else []
         return [*self.g_optimizer.variables, *self.d_optimizer.variables]
-
-    def _get_jax_state(
-        self,
-        trainable_variables=False,
-        non_trainable_variables=False,
-        optimizer_variables=False,
-        metrics_variables=False,
-        purge_model_variables=False,
-    ):
-        groups = []
-        if trainable_variables:
-            groups.append(self.trainable_variables)
-        if non_trainable_variables:
-            groups.append(self.non_trainable_variables)
-        if optimizer_variables:
-            groups.append(self._all_optimizer_variables())
-        if metrics_variables:
-            groups.append(self.metrics_variables)
-        state = tuple([v.value for v in group] for group in groups)
-        if purge_model_variables:
-            for group in groups:
-                for v in group:
-                    v._value = None
-        return state
-
-    def _purge_model_variables(
-        self,
-        trainable_variables=False,
-        non_trainable_variables=False,
-        optimizer_variables=False,
-        metrics_variables=False,
-    ):
-        self._get_jax_state(
-            trainable_variables,
-            non_trainable_variables,
-            optimizer_variables,
-            metrics_variables,
-            purge_model_variables=True,
-        )
-
-    def jax_state_sync(self):
-        state = getattr(self, "_jax_state", None)
-        if not state or self._jax_state_synced:
-            return
-        pairs = (
-            (self.trainable_variables, "trainable_variables"),
-            (self.non_trainable_variables, "non_trainable_variables"),
-            (self._all_optimizer_variables(), "optimizer_variables"),
-            (self.metrics_variables, "metrics_variables"),
-        )
-        for variables, key in pairs:
-            values = state.get(key, None)
-            if values:
-                for ref_v, v in zip(variables, values, strict=True):
-                    ref_v.assign(v)
-        self._jax_state_synced = True
-
-    def _get_state_sharding_spec(self):
-        trainable, non_trainable, _, metrics = super()._get_state_sharding_spec()
-        optimizer = [v.value.sharding for v in self._all_optimizer_variables()]
-        return trainable, non_trainable, optimizer, metrics
 
     # -- the step -------------------------------------------------------------------
     def _layout(self) -> _Layout:

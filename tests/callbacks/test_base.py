@@ -17,7 +17,7 @@ from kerasteps import Every
 from kerasteps.callbacks import JSONLinesLogger, LogEvery, StepCallback, StepTensorBoard
 from tests.helpers import read_jsonl, read_scalar_steps, tiny_data, tiny_model
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 class Sinks:

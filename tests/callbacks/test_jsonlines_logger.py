@@ -10,7 +10,7 @@ import pytest
 from kerasteps.callbacks import JSONLinesLogger
 from tests.helpers import read_jsonl, read_scalar_steps, tiny_data, tiny_model
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def test_records_hold_step_time_metrics_and_counters_and_read_with_pandas(tmp_path):

@@ -11,7 +11,7 @@ from kerasteps import Every
 from kerasteps.callbacks import LogEvery, Throughput
 from tests.helpers import tiny_data, tiny_model
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def kerasteps_lines(caplog):

@@ -60,6 +60,7 @@ def _optimizer_values(optimizer):
     return {v.path: v.numpy() for v in optimizer.variables}
 
 
+@pytest.mark.keras_range
 def test_plain_model_restores_weights_iterations_and_slots(tmp_path):
     model = tiny_model(optimizer=keras.optimizers.Adam(0.01))
     fit_steps(model, 10, [StepCheckpoint(tmp_path, every=5)])
@@ -80,6 +81,7 @@ def test_plain_model_restores_weights_iterations_and_slots(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.keras_range
 def test_resume_is_exact_with_skip_consumed(tmp_path):
     """10 steps, checkpoint, new model + restore + 10 steps == 20 steps straight."""
     x, y = tiny_data(64, seed=3)
@@ -209,6 +211,7 @@ def test_custom_model_whose_optimizers_build_in_fit_continues_identically(tmp_pa
             np.testing.assert_array_equal(vr, vs)
 
 
+@pytest.mark.keras_range
 def test_wgan_restores_both_optimizers_and_counters(tmp_path):
     def make(seed):
         keras.utils.set_random_seed(seed)
@@ -235,6 +238,7 @@ def test_wgan_restores_both_optimizers_and_counters(tmp_path):
 
 
 # -- in-process: the checkpoint directory -------------------------------------------
+@pytest.mark.keras_range
 def test_keeps_the_newest_and_writes_an_index(tmp_path):
     model = tiny_model()
     fit_steps(model, 12, [StepCheckpoint(tmp_path, every=2, keep=2)])
@@ -287,6 +291,7 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, monkeypat
     assert [e["name"] for e in index["checkpoints"]] == ["ckpt-4", "ckpt-6", "ckpt-8"]
 
 
+@pytest.mark.keras_range
 def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
     previous = signal.getsignal(signal.SIGTERM)
     seen = {}

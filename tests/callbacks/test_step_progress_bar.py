@@ -17,7 +17,7 @@ from tests.helpers import (
     tiny_model,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def _bar_counts(text: str) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from kerasteps.callbacks import StepTensorBoard
 from tests.helpers import read_scalar_steps, read_scalars, tiny_data, tiny_model
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def test_scalars_learning_rate_schedule_and_counters(tmp_path):

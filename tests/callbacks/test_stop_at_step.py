@@ -21,7 +21,7 @@ from tests.helpers import (
     tiny_model,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def test_stop_at_step_ends_at_max_steps_and_after_a_resume(tmp_path):

@@ -23,7 +23,7 @@ from tests.helpers import (
     read_jsonl,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 def _nan_model(nan_step=7):

@@ -18,7 +18,7 @@ from tests.helpers import (
     tiny_model,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 4])

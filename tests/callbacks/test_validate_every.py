@@ -26,7 +26,7 @@ from tests.helpers import (
     tiny_model,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 
 class RecordBatchLogs(keras.callbacks.Callback):

@@ -40,7 +40,7 @@ from tests.helpers import (
     tiny_wgan,
 )
 
-pytestmark = pytest.mark.neutral
+pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
 BATCH = 8
 STEPS_PER_EPOCH = 20

@@ -60,6 +60,7 @@ def values(variables):
     return [keras.ops.convert_to_numpy(v) for v in variables]
 
 
+@pytest.mark.keras_range
 @pytest.mark.parametrize("n_critic", [1, 5])
 def test_counters_after_fit_and_second_fit(ring, n_critic):
     model = make_gan(n_critic)
@@ -159,6 +160,7 @@ def test_weight_clipping_variant(ring):
     assert_counters(model, 3, 10)
 
 
+@pytest.mark.keras_range
 def test_keras_save_and_load_restores_everything(ring, tmp_path):
     model = make_gan(3)
     model.compile(

@@ -28,7 +28,12 @@ SCRIPT = SCRIPTS / "wgan_first_steps.py"
 RTOL = 1e-4
 
 BACKENDS = [
-    "jax",
+    pytest.param(
+        "jax",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("jax") is None, reason="jax not installed"
+        ),
+    ),
     pytest.param(
         "torch",
         marks=pytest.mark.skipif(

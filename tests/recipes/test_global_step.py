@@ -14,6 +14,7 @@ from tests.helpers import run_recipe as run
 pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
 
+@pytest.mark.keras_range
 def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="kerasteps")
     logdir = tmp_path / "gs"

@@ -33,6 +33,7 @@ if args.process is not None:
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 import kerasteps  # noqa: E402
 from kerasteps.callbacks import (  # noqa: E402
@@ -47,8 +48,11 @@ from kerasteps.models import (  # noqa: E402
     build_point_generator,
 )
 
-distribution = keras.distribution.DataParallel(devices=jax.devices())
-distribution.auto_shard_dataset = False  # each process feeds its own examples
+# Each process feeds its own examples. Keras < 3.11 takes this only as the
+# constructor's argument, and only a tf.data.Dataset under several processes.
+distribution = keras.distribution.DataParallel(
+    devices=jax.devices(), auto_shard_dataset=False
+)
 keras.distribution.set_distribution(distribution)
 index = args.process or 0
 out = os.path.join(args.out, f"p{index}")
@@ -61,9 +65,7 @@ model = keras.Sequential(
 )
 model.compile(keras.optimizers.Adam(0.01), "mse")
 model.fit(
-    x,
-    2 * x[:, :1],
-    batch_size=4,
+    tf.data.Dataset.from_tensor_slices((x, 2 * x[:, :1])).batch(4),
     epochs=1,
     verbose=0,
     callbacks=[
@@ -82,8 +84,7 @@ gan = WGAN(
 )
 gan.compile()
 gan.fit(
-    x,
-    batch_size=16,
+    tf.data.Dataset.from_tensor_slices(x).batch(16),
     epochs=2,
     verbose=0,
     callbacks=[StepCheckpoint(os.path.join(out, "gan"), every=5)],

@@ -1,0 +1,600 @@
+"""Every use of a private Keras, TensorFlow, TensorBoard or JAX name (private).
+
+The one module of kerasteps that imports from `keras.src`, reaches an attribute
+whose name starts with `_` on a Keras, TensorFlow, TensorBoard or JAX object, or
+overrides such a method; and the one place that knows how a behaviour differs
+between Keras versions. Each function or class below says in one line (`Why:`)
+why no public way serves. `tests/test_compat.py` checks each one against the
+installed versions: an upgrade that removes or changes what it relies on fails a
+test that names it.
+
+The module imports nothing but the standard library at its top: the launcher
+imports it without Keras or TensorFlow (`use_tensorboard_stub`). The classes are
+mixins, placed before the Keras class they change (`class P(Mixin, Progbar)`).
+
+Example:
+
+>>> from kerasteps import _compat
+>>> _compat.keras_version() >= (3, 0)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "JaxTrainerWithOptimizers",
+    "ProgbarFromStep",
+    "all_layers",
+    "batch_end_shift",
+    "check_keras_version",
+    "is_saveable",
+    "keras_version",
+    "learning_rate_schedule",
+    "load_events",
+    "masked_crc32c",
+    "once_after_build",
+    "once_before_train_step",
+    "patch_tf_multi_worker",
+    "progbar_redraws_in_place",
+    "raw_iterations",
+    "restore_jax_sharding_spec",
+    "saveable_children",
+    "snake_case",
+    "use_tensorboard_stub",
+]
+
+
+@functools.cache
+def keras_version() -> tuple[int, int]:
+    """The installed Keras's `(major, minor)`, from the public `keras.version()`.
+
+    Example:
+
+    >>> from kerasteps._compat import keras_version
+    >>> len(keras_version())
+    2
+    """
+    import keras
+
+    major, minor = re.match(r"(\d+)\.(\d+)", keras.version()).groups()
+    return int(major), int(minor)
+
+
+#: The lowest Keras kerasteps supports (pyproject.toml; CI: .ci/keras-lowest).
+LOWEST_KERAS = (3, 10)
+
+
+def check_keras_version() -> None:
+    """Raises `ImportError` naming the version needed when Keras is older than
+    `LOWEST_KERAS` (pip refuses such an install; `--no-deps` does not).
+
+    Example:
+
+    >>> from kerasteps._compat import check_keras_version
+    >>> check_keras_version()  # Keras 3.10 or newer: nothing happens
+    """
+    if keras_version() < LOWEST_KERAS:
+        import keras
+
+        needed = ".".join(map(str, LOWEST_KERAS))
+        raise ImportError(
+            f"kerasteps needs Keras {needed} or newer; this Python has Keras "
+            f"{keras.version()}. Upgrade it: pip install 'keras>={needed}'"
+        )
+
+
+# -- the training loop ----------------------------------------------------------------
+def batch_end_shift(steps_per_execution: int) -> int:
+    """What to add to the batch index of `on_train_batch_end` to get the last batch
+    that the execution trained.
+
+    Why: Keras < 3.11 passes the index of the *first* batch of a
+    `steps_per_execution` run (later versions the last); no public way to ask which.
+
+    Args:
+        steps_per_execution: The model's `steps_per_execution`.
+
+    Example:
+
+    >>> from kerasteps._compat import batch_end_shift
+    >>> batch_end_shift(1)
+    0
+    """
+    return max(0, int(steps_per_execution) - 1) if keras_version() < (3, 11) else 0
+
+
+def once_before_train_step(model: Any, action: Callable[[], None]) -> None:
+    """Calls `action()` right before `model`'s next `train_step` call, once.
+
+    The method is an instance attribute until that call, the class's (or what the
+    instance had before) after it. Called again while an action waits, the new
+    action replaces it.
+
+    Why: Keras has no hook between `fit()`'s data loader drawing its seeds and the
+    first step that works without a callback (a restore happens before `fit()`).
+
+    Args:
+        model: A `keras.Model`.
+        action: What to run, with no argument.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import once_before_train_step
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> once_before_train_step(model, lambda: print("first step"))
+    >>> "train_step" in vars(model)
+    True
+    """
+    before = vars(model).get("train_step")
+    if getattr(before, _PENDING_ACTION, None) is not None:
+        setattr(before, _PENDING_ACTION, action)  # still waiting: the new action
+        return
+    original = model.train_step
+
+    def train_step(*args: Any, **kwargs: Any) -> Any:
+        pending = getattr(train_step, _PENDING_ACTION)
+        if pending is not None:  # the first call (a compiled step may call it again)
+            setattr(train_step, _PENDING_ACTION, None)
+            if vars(model).get("train_step") is train_step:
+                if before is None:
+                    object.__delattr__(model, "train_step")  # the class's method
+                else:
+                    object.__setattr__(model, "train_step", before)
+            pending()
+        return original(*args, **kwargs)
+
+    setattr(train_step, _PENDING_ACTION, action)
+    # Past Keras's attribute tracking: a function, not a layer or a variable.
+    object.__setattr__(model, "train_step", train_step)
+
+
+#: The attribute of a waiting `train_step` wrapper that holds its action.
+_PENDING_ACTION = "kerasteps_pending_action"
+
+
+def restore_jax_sharding_spec(model: Any) -> None:
+    """Records again the sharding spec of a JAX model's training state, if an
+    `evaluate()` in the middle of `fit()` cleared it.
+
+    Why: on Keras 3.10 and 3.11 (JAX), an `evaluate()` that is not `fit()`'s own
+    validation clears the spec `fit()` recorded (the next trace of the train step
+    then fails with `'NoneType' object is not subscriptable`); only the trainer's
+    private method records it. Keras >= 3.12 keeps no such record: nothing to do.
+
+    Args:
+        model: A `keras.Model` (any backend; only a JAX one may have cleared it).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import restore_jax_sharding_spec
+    >>> restore_jax_sharding_spec(keras.Sequential([keras.Input((1,))]))
+    """
+    if getattr(model, "_trainable_variable_shardings", ()) is None:
+        record = getattr(model, "_record_training_state_sharding_spec", None)
+        if record is not None:
+            record()
+
+
+class JaxTrainerWithOptimizers:
+    """A mixin of a JAX `keras.Model` whose training state carries the variables of
+    optimizers other than `model.optimizer` (a GAN's two).
+
+    Keras's JAX trainer carries `model.optimizer.variables` from step to step, in
+    four private methods. These are the same methods with
+    `self._all_optimizer_variables()` (which the subclass defines) where Keras has
+    `self.optimizer.variables`, and otherwise Keras's own.
+
+    Why: the trainer's state is built and put back in private methods only; Keras
+    has no public way to say which optimizers a custom `train_step` updates.
+    """
+
+    def _all_optimizer_variables(self) -> list:
+        raise NotImplementedError  # the subclass says which
+
+    def _get_jax_state(
+        self,
+        trainable_variables=False,
+        non_trainable_variables=False,
+        optimizer_variables=False,
+        metrics_variables=False,
+        purge_model_variables=False,
+    ):
+        groups = []
+        if trainable_variables:
+            groups.append(self.trainable_variables)
+        if non_trainable_variables:
+            groups.append(self.non_trainable_variables)
+        if optimizer_variables:
+            groups.append(self._all_optimizer_variables())
+        if metrics_variables:
+            groups.append(self.metrics_variables)
+        state = tuple([v.value for v in group] for group in groups)
+        if purge_model_variables:
+            for group in groups:
+                for v in group:
+                    v._value = None
+        return state
+
+    def _purge_model_variables(
+        self,
+        trainable_variables=False,
+        non_trainable_variables=False,
+        optimizer_variables=False,
+        metrics_variables=False,
+    ):
+        self._get_jax_state(
+            trainable_variables,
+            non_trainable_variables,
+            optimizer_variables,
+            metrics_variables,
+            purge_model_variables=True,
+        )
+
+    def jax_state_sync(self):
+        state = getattr(self, "_jax_state", None)
+        if not state or self._jax_state_synced:
+            return
+        pairs = (
+            (self.trainable_variables, "trainable_variables"),
+            (self.non_trainable_variables, "non_trainable_variables"),
+            (self._all_optimizer_variables(), "optimizer_variables"),
+            (self.metrics_variables, "metrics_variables"),
+        )
+        for variables, key in pairs:
+            values = state.get(key, None)
+            if values:
+                for ref_v, v in zip(variables, values, strict=True):
+                    ref_v.assign(v)
+        self._jax_state_synced = True
+
+    def _get_state_sharding_spec(self):
+        trainable, non_trainable, _, metrics = super()._get_state_sharding_spec()
+        optimizer = [v.value.sharding for v in self._all_optimizer_variables()]
+        return trainable, non_trainable, optimizer, metrics
+
+
+def patch_tf_multi_worker() -> None:
+    """Makes Keras's TensorFlow trainer work under `MultiWorkerMirroredStrategy`.
+
+    Two functions of Keras's TensorFlow trainer are replaced: the symbolic build at
+    the start of `fit()` builds on the first replica's part of a batch, element by
+    element (Keras reduces an `(x, y)` batch as one value: `Attempt to convert a
+    value (PerReplica...)`); `reduce_per_replica` averages scalar logs across
+    workers with `axis=None` (Keras uses `axis=0`: `Invalid reduction dimension 0
+    for input with 0 dimensions`). Outside multi-worker mode both call Keras's own.
+    Call it once (`kerasteps.distribute.patch_keras_multi_worker` does).
+
+    Why: both failures are inside the trainer's private functions
+    (tensorflow/tensorflow#72388); no public option changes them.
+    """
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    tf_trainer.reduce_per_replica = _reduce_scalars_with_axis_none(
+        tf_trainer.reduce_per_replica
+    )
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _build_on_one_replica(
+        tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+    )
+
+
+def _reduce_scalars_with_axis_none(original_reduce: Callable) -> Callable:
+    """Keras's `reduce_per_replica`, but averaging scalar logs across workers
+    with `axis=None` (Keras reduces them with `axis=0`)."""
+    import keras
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    def reduce_per_replica(values, strategy, reduction):
+        if tf_trainer._collective_all_reduce_multi_worker(strategy) and reduction in (
+            "auto",
+            "mean",
+        ):
+
+            def _mean(value):
+                rank = getattr(getattr(value, "shape", None), "rank", None)
+                axis = None if rank in (0, None) else 0
+                return strategy.reduce("MEAN", value, axis=axis)
+
+            return keras.tree.map_structure(_mean, values)
+        return original_reduce(values, strategy, reduction)
+
+    return reduce_per_replica
+
+
+def _build_on_one_replica(original_build: Callable) -> Callable:
+    """Keras's `_maybe_symbolic_build`, but building a multi-worker model on the
+    first replica's part of a batch, element by element."""
+    import keras
+    import tensorflow as tf
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = self._distribute_strategy
+        if (
+            iterator is None
+            or strategy is None
+            or not tf_trainer._collective_all_reduce_multi_worker(strategy)
+        ):
+            return original_build(self, iterator=iterator, data_batch=data_batch)
+        for *_, it in iterator:  # Keras < 3.11: (step, it); later (begin, end, it)
+            batch = next(it)
+            data_batch = keras.tree.map_structure(
+                lambda value: (
+                    strategy.experimental_local_results(value)[0]
+                    if isinstance(value, tf.distribute.DistributedValues)
+                    else value
+                ),
+                batch,
+            )
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    return _maybe_symbolic_build
+
+
+# -- optimizers -------------------------------------------------------------------
+def raw_iterations(optimizer: Any) -> Any:
+    """The variable counting every batch an optimizer was applied on.
+
+    Equal to `optimizer.iterations` unless it accumulates gradients over `k`
+    batches: then `iterations` is this divided by `k` (whole updates).
+
+    Why: Keras has no public name for the batch count (`iterations` divides it).
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer` (not a `LossScaleOptimizer`: pass
+            its `inner_optimizer`).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import raw_iterations
+    >>> int(raw_iterations(keras.optimizers.SGD()).numpy())
+    0
+    """
+    return optimizer._iterations
+
+
+def learning_rate_schedule(optimizer: Any) -> Any | None:
+    """The `LearningRateSchedule` an optimizer was given, or None.
+
+    Why: `optimizer.learning_rate` evaluates the schedule at the optimizer's count
+    now; no public attribute gives the schedule, to evaluate at another step.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer` (not a `LossScaleOptimizer`).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import learning_rate_schedule
+    >>> learning_rate_schedule(keras.optimizers.SGD(0.1)) is None
+    True
+    """
+    import keras
+
+    raw = getattr(optimizer, "_learning_rate", None)
+    if isinstance(raw, keras.optimizers.schedules.LearningRateSchedule):
+        return raw
+    return None
+
+
+def once_after_build(optimizer: Any, action: Callable[[], None]) -> None:
+    """Calls `action()` right after the optimizer's next `build`, once.
+
+    Why: Keras has no hook for "the optimizer built its slots", and its own
+    `load_own_variables` skips an optimizer that is not built yet.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer` not built yet.
+        action: What to run, with no argument, once the variables exist.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import once_after_build
+    >>> optimizer = keras.optimizers.Adam()
+    >>> once_after_build(optimizer, lambda: print(len(optimizer.variables)))
+    >>> optimizer.build([keras.Variable(1.0)])
+    4
+    """
+    original = optimizer.build
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        del optimizer.build  # back to the class's method
+        action()
+        return result
+
+    optimizer.build = build
+
+
+# -- the structure of a model ---------------------------------------------------------
+def is_saveable(obj: Any) -> bool:
+    """Whether `obj` is a Keras object with state of its own, as Keras's saving sees it
+    (a layer, a model, an optimizer, a metric, a loss...).
+
+    Why: Keras's base class of those (`KerasSaveable`) is not exported.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import is_saveable
+    >>> is_saveable(keras.layers.Dense(1)), is_saveable([1])
+    (True, False)
+    """
+    from keras.src.saving.keras_saveable import KerasSaveable
+
+    return isinstance(obj, KerasSaveable)
+
+
+def saveable_children(saveable: Any) -> Iterator[tuple[str, Any]]:
+    """The `(attribute, child)` pairs of a Keras object, as `.weights.h5` files
+    walk them.
+
+    Why: kerasteps keys its checkpoints as Keras's `saving_lib` does; its walk is
+    private.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import saveable_children
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> next(iter(saveable_children(model)))[0]
+    'layers'
+    """
+    from keras.src.saving import saving_lib
+
+    yield from saving_lib._walk_saveable(saveable)
+
+
+def snake_case(name: str) -> str:
+    """A class name in snake case, as Keras's saving names list items.
+
+    Why: the same keys as `.weights.h5`; Keras's function is not exported.
+
+    Example:
+
+    >>> from kerasteps._compat import snake_case
+    >>> snake_case("BatchNormalization")
+    'batch_normalization'
+    """
+    from keras.src.utils import naming
+
+    return naming.to_snake_case(name)
+
+
+def all_layers(layer: Any) -> list[Any]:
+    """The layer and every layer inside it, at any depth.
+
+    Why: `Model.layers` lists one level only, and a plain `Layer` has no public
+    list of its sublayers.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import all_layers
+    >>> inner = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> outer = keras.Sequential([keras.Input((1,)), inner])
+    >>> all_layers(outer)[0] is outer, inner.layers[-1] in all_layers(outer)
+    (True, True)
+    """
+    flatten = getattr(layer, "_flatten_layers", None)
+    return list(flatten(include_self=True)) if callable(flatten) else [layer]
+
+
+# -- keras.utils.Progbar ---------------------------------------------------------------
+class ProgbarFromStep:
+    """A mixin of `keras.utils.Progbar` whose count starts at `initial`, not 0.
+
+    Keras's time-per-step estimate assumes the count starts at 0; a resumed run
+    starts at its checkpoint's step, so the estimate (and the ETA) here use only
+    the steps since `initial`, and leave out the first update (tracing). Every
+    value is shown as it is, never averaged over time (the caller reduced it).
+
+    Why: the estimate is the private `_estimate_step_duration`, the count the
+    private `_seen_so_far`; and Keras < 3.15 has no `stateless_metrics=()` to say
+    "average none", so each name is added to the public `stateful_metrics`.
+
+    Args:
+        target: The bar's target.
+        initial: The count the bar starts at.
+        **kwargs: `Progbar`'s other arguments.
+    """
+
+    def __init__(self, target: int, initial: int, **kwargs: Any):
+        super().__init__(target, **kwargs)
+        self._initial = initial
+        self._seen_so_far = initial
+        self._first_update: tuple[int, float] | None = None
+
+    def update(self, current, values=None, finalize=None):
+        self.stateful_metrics.update(name for name, _ in values or ())
+        super().update(current, values, finalize=finalize)
+
+    def _estimate_step_duration(self, current, now):
+        done = current - self._initial
+        if done <= 0:
+            return 0
+        if self._first_update is None:
+            self._first_update = (current, now)
+            return (now - self._start) / done
+        first_step, first_time = self._first_update
+        if current > first_step:
+            return (now - first_time) / (current - first_step)
+        return (now - self._start) / done
+
+
+def progbar_redraws_in_place(progbar: Any) -> bool:
+    """Whether a `keras.utils.Progbar` redraws its line in place (`"\\r"`), as Keras
+    decides: stdout a tty, or any POSIX system, a notebook, PyCharm.
+
+    Why: Keras decides it in `Progbar.__init__` and keeps it in the private
+    `_dynamic_display`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import progbar_redraws_in_place
+    >>> progbar_redraws_in_place(keras.utils.Progbar(10)) in (True, False)
+    True
+    """
+    return bool(getattr(progbar, "_dynamic_display", False))
+
+
+# -- TensorBoard -------------------------------------------------------------------
+def use_tensorboard_stub() -> None:
+    """Makes TensorBoard use its own TensorFlow stub in this process.
+
+    Call it before TensorBoard first imports TensorFlow (its event reader would).
+
+    Why: TensorBoard's only switch for it is the presence of the module
+    `tensorboard.compat.notf`.
+    """
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
+
+
+def load_events(path: str) -> Iterator[Any]:
+    """Yields the `Event` protos of one event file, with TensorBoard's own reader.
+
+    It reads as far as a record is whole: the caller limits how many it asks for
+    (a damaged length makes it allocate what the record claims).
+
+    Why: TensorBoard exports no event-file reader; this loader is the one its own
+    backend uses.
+
+    Args:
+        path: The event file.
+    """
+    from tensorboard.backend.event_processing.event_file_loader import (
+        LegacyEventFileLoader,
+    )
+
+    yield from LegacyEventFileLoader(path).Load()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The masked CRC-32C of `data`, as TFRecord files store it.
+
+    Why: TensorBoard's TensorFlow stub has the function; it exports none.
+
+    Example:
+
+    >>> from kerasteps._compat import masked_crc32c
+    >>> masked_crc32c(b"123456789")
+    3347755237
+    """
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import (
+        masked_crc32c as crc,
+    )
+
+    return int(crc(data))

@@ -88,6 +88,13 @@ class Failed(Exception):
     """A scenario did not hold: the message says what was observed and expected."""
 
 
+def fail_if(problems: list[str], expected: str) -> None:
+    """Raises `Failed` with the problems observed (their first 700 characters) and
+    what was `expected`; nothing if there are none."""
+    if problems:
+        raise Failed("; ".join(problems)[:700] + f" (expected {expected})")
+
+
 # -- models and data shared by the children and the checks --------------------------
 def kill_model():
     """The kill loop's model: Adam, and a seeded Dropout (its RNG state is saved)."""
@@ -685,11 +692,11 @@ def scenario_damaged(tmp: str) -> str:
         problem = fallback_case(directory, step, named, words)
         if problem:
             problems.append(f"{case}: {problem}")
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected the fallback or the "
-            "rebuilt index, a WARNING naming it, nothing deleted)"
-        )
+    fail_if(
+        problems,
+        expected="the fallback or the rebuilt index, a WARNING naming it, "
+        "nothing deleted",
+    )
     return (
         "6/6 damages: state.h5 half/flipped/deleted restore step 4 with a WARNING "
         "naming ckpt-6; index garbage/empty/deleted restore step 6 with a WARNING; "
@@ -778,11 +785,7 @@ def scenario_outside(tmp: str) -> str:
     listed = [i.step for i in StepCheckpoint.list_checkpoints(case / "link")]
     if gone or not (case / "link").is_symlink() or listed != [8]:
         problems.append(f"symlinked directory: lost {gone}, checkpoints {listed}")
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected nothing outside the "
-            "directory removed or changed)"
-        )
+    fail_if(problems, expected="nothing outside the directory removed or changed")
     return (
         f"entries {', '.join(observed)} ignored with a WARNING, rotation kept only "
         "ckpt-6, victim and files beside intact; ckpt-0/1/3/4 symlinked outside: "
@@ -834,11 +837,7 @@ def scenario_other_model(tmp: str) -> str:
         if not keys or not same:
             problems.append(f"{label}: keys {keys}, unchanged {same}: {message[:200]}")
         observed.append(f"{label}: ValueError naming {', '.join(keys[:3])}")
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected a ValueError naming "
-            "the keys, the model unchanged)"
-        )
+    fail_if(problems, expected="a ValueError naming the keys, the model unchanged")
     return "; ".join(observed) + "; the model's variables unchanged"
 
 
@@ -914,11 +913,9 @@ def scenario_meta(tmp: str) -> str:
         gone = lost(before, files_of(directory), may_change=("checkpoint.json",))
         if gone:
             problems.append(f"{case}: lost {gone}")
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected the fallback with a "
-            "WARNING naming why, nothing deleted)"
-        )
+    fail_if(
+        problems, expected="the fallback with a WARNING naming why, nothing deleted"
+    )
     return (
         "crc, bytes, step, format, optimizer, JSON garbage, files={state.h5: 5}: "
         "step 4 with a WARNING naming ckpt-6 and why; other backend: step 6, no "
@@ -1076,11 +1073,11 @@ def scenario_signals(tmp: str) -> str:
         results = list(pool.map(lambda c: case(*c), cases))
     problems = [problem for problem, _ in results if problem]
     seen = "; ".join(seen for _, seen in results)
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected exit 128+signal, a "
-            "checkpoint of the last step, nothing left, a resume at it)"
-        )
+    fail_if(
+        problems,
+        expected="exit 128+signal, a checkpoint of the last step, nothing left, "
+        "a resume at it",
+    )
     return (
         f"{seen}; no lock or .tmp- left, every checkpoint restores, JSON lines "
         "without a repeated step"
@@ -1276,11 +1273,11 @@ def scenario_launcher(tmp: str) -> str:
                     f"{name}: exit 0, one WARNING {named[0][:90]!r}..., "
                     "both runs listed"
                 )
-    if problems:
-        raise Failed(
-            "; ".join(problems)[:700] + " (expected exit 2 with one Error: "
-            "line, or exit 0 with one WARNING naming the file)"
-        )
+    fail_if(
+        problems,
+        expected="exit 2 with one Error: line, or exit 0 with one WARNING "
+        "naming the file",
+    )
     return "; ".join(observed)
 
 

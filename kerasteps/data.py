@@ -12,15 +12,17 @@ import tensorflow as tf
 
 from kerasteps import steps as steps_lib
 from kerasteps._validate import check_int
+from kerasteps.checkpoint.resume_state import ResumeState
 
 __all__ = ["gan_batches", "skip_consumed"]
 
 
 def _check_batch_size(dataset: tf.data.Dataset, model: keras.Model) -> None:
     """A model restored from a checkpoint resumes on batches of the same size."""
-    from kerasteps.callbacks import _windows
-
-    expected = _windows.peek_examples_per_step(model)
+    state = ResumeState.of(model)
+    expected = None
+    if state is not None and state.examples_per_step is not None:
+        expected = (state.examples_per_step, state.source)
     spec = tf.nest.flatten(dataset.element_spec)
     shapes = [s.shape for s in spec if hasattr(s, "shape") and s.shape.rank]
     size = shapes[0][0] if shapes else None

@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import keras
 import numpy as np
@@ -47,7 +47,9 @@ import numpy as np
 from kerasteps import _compat, distribute
 from kerasteps import steps as steps_lib
 from kerasteps.callbacks import _sinks, _windows
-from kerasteps.callbacks.step_event import StepRecord, scalar_items
+from kerasteps.callbacks.step_event import StepEvent, StepRecord, scalar_items
+from kerasteps.callbacks.step_run import StepRun
+from kerasteps.checkpoint.resume_state import ResumeState
 from kerasteps.steps import StepNotCountedError
 
 #: The roles of kerasteps callbacks, in the order they act at one step: values are
@@ -55,8 +57,10 @@ from kerasteps.steps import StepNotCountedError
 #: orders callbacks (`StepCallback.role`).
 ROLES = ("provider", "guard", "sink", "action")
 
-if TYPE_CHECKING:
-    from kerasteps.callbacks.base import StepCallback
+#: A kerasteps callback (`kerasteps.callbacks.StepCallback`; not imported here,
+#: which imports this module): what the dispatcher reads of it is its public
+#: interface (`every`, `reduce`, `role`, `on_step`...).
+StepCallback = Any
 
 logger = logging.getLogger("kerasteps")
 
@@ -82,6 +86,16 @@ def _iterations(optimizers: Mapping[str, Any]) -> dict[str, int]:
         except Exception:  # noqa: BLE001 - an optimizer not built yet
             out[name] = 0
     return out
+
+
+def _carried_windows(resume: ResumeState | None) -> dict[str, _windows.State]:
+    """The partial windows a run carries in from the state it resumes, as arrays."""
+    if resume is None:
+        return {}
+    return {
+        schedule: {k: np.asarray(v, dtype=np.float64) for k, v in windows.items()}
+        for schedule, windows in resume.windows.items()
+    }
 
 
 def _declaration(suggestion: str) -> str:
@@ -202,6 +216,19 @@ class _Acting:
         self.count -= 1
 
 
+class _Member:
+    """What the hub keeps for one callback of the run: its last fired step and
+    the start of its open window (the cumulative state at its previous point)."""
+
+    __slots__ = ("callback", "last_fired", "window_start", "window_step")
+
+    def __init__(self, callback: StepCallback, window_start: _windows.State, step: int):
+        self.callback = callback
+        self.last_fired: int | None = None
+        self.window_start = window_start
+        self.window_step = step
+
+
 class RunHub:
     """Shared state of one `fit()` call of one model (see module docstring)."""
 
@@ -218,16 +245,18 @@ class RunHub:
         self.start_step = steps_lib.global_step(model)
         self.start_micro = steps_lib.micro_steps(model)
         self.step = self.start_step
-        self.callbacks: list[StepCallback] = []
+        self._members: list[_Member] = []
         # Chief-only callbacks on another worker: they do nothing, but their
         # schedules count, so that every worker reads the metric state at the same
         # steps (under MultiWorkerMirroredStrategy, a read is a collective op).
-        self._passive: list[StepCallback] = []
+        self._passive: list[_Member] = []
         self._lockstep = distribute.task_of(model)[0] is not None
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
         self.windows = _windows.MetricWindows(model)
-        self._carry, carried_id = _windows.take_carry(model, self.start_step)
+        resume = ResumeState.take(model, self.start_step)
+        self._carry = _carried_windows(resume)
+        carried_id = resume.run_id if resume is not None else None
         if carried_id is None and previous is not None and not previous.ended:
             carried_id = previous.run_id  # its fit() raised: this one goes on
         #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
@@ -237,7 +266,11 @@ class RunHub:
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or self.start_step == 0
-        self._expected_examples = _windows.take_examples_per_step(model)
+        self._expected_examples = (
+            (resume.examples_per_step, resume.source)
+            if resume is not None and resume.examples_per_step is not None
+            else None
+        )
         #: The step where a guard found a non-finite loss (set by the guard), or None.
         self.non_finite_at: int | None = None
         steps = params.get("steps") if params else None
@@ -266,6 +299,8 @@ class RunHub:
         self._provided: tuple[int, set[str]] = (-1, set())
         self._last_readers: list[StepCallback] = []
         self._warned: set[tuple[str, str]] = set()
+        #: What the run's callbacks see of it (`kerasteps.callbacks.StepRun`).
+        self.run = StepRun(self)
 
     def _must_read_each_batch(self) -> bool:
         spe = self.steps_per_execution
@@ -282,22 +317,41 @@ class RunHub:
                 f"received {callback.role!r}."
             )
         with self._lock:
-            group = self.callbacks if active else self._passive
-            if callback not in group:
-                group.append(callback)
+            group = self._members if active else self._passive
+            if all(member.callback is not callback for member in group):
+                start = _windows.carried(self._carry.get(repr(callback.every), {}))
+                group.append(_Member(callback, start, self.start_step))
                 # Stable sort: role first, then the order the user listed them.
-                group.sort(key=lambda cb: ROLES.index(cb.role))
+                group.sort(key=lambda member: ROLES.index(member.callback.role))
             self._last_readers = [
                 cb
-                for cb in self.callbacks + self._passive
+                for cb in self._all_callbacks()
                 if cb.reads_values and cb.reduce == "last" and cb.every is not None
             ]
             self._next_due = 0
             self._quiet_until = -1
 
-    def carry_for(self, callback: StepCallback) -> _windows.State:
-        """The partial window a `reduce="mean"` callback carries into this run."""
-        return self._carry.get(repr(callback.every), {})
+    @property
+    def callbacks(self) -> list[StepCallback]:
+        """The active callbacks of the run, in the order they act at a step."""
+        return [member.callback for member in self._members]
+
+    def _all_callbacks(self) -> list[StepCallback]:
+        return [member.callback for member in self._members + self._passive]
+
+    def may_provide(self, name: str) -> bool:
+        """Whether a provider of the run declares `name`, or declares no names and
+        has not acted yet (`StepRun.may_provide`)."""
+        for member in self._members:
+            callback = member.callback
+            if not callback.is_provider:
+                continue
+            declares = callback.value_prefix or callback.provides
+            if callback.may_provide(name) or (
+                not declares and member.last_fired is None
+            ):
+                return True
+        return False
 
     def wake(self) -> None:
         """Makes the next batch end dispatch to every callback (a signal arrived)."""
@@ -456,15 +510,15 @@ class RunHub:
     def _reads_at(self, prev: int, step: int, final: bool) -> bool:
         """True if a callback that reduces values (on any worker) acts at `step`."""
         return any(
-            callback.reads_values
-            and callback.reduce != "epoch"
-            and self._fires(callback, prev, step, final)
-            for callback in self.callbacks + self._passive
+            member.callback.reads_values
+            and member.callback.reduce != "epoch"
+            and self._fires(member, prev, step, final)
+            for member in self._members + self._passive
         )
 
     def _due_after(self, step: int) -> int:
         due = math.inf
-        for callback in self.callbacks + self._passive:
+        for callback in self._all_callbacks():
             for every in callback.schedules():
                 due = min(due, every.next_after(step))
         return due
@@ -482,30 +536,52 @@ class RunHub:
         # on the training thread (kerasteps callbacks are not async-safe), so the
         # sync cannot race with the next step.
         steps_lib.sync_trained_state(self.model)
-        record = StepRecord(
+        record = self._record(step, prev, logs, epoch_last=epoch_last, final=final)
+        if self._lockstep and self._reads_at(prev, step, final):
+            self.windows.cumulative(step, logs)  # every worker, before anything else
+        for member in self._members:
+            self._call(member, record, self._fires(member, prev, step, final))
+        for member in self._passive:
+            if self._fires(member, prev, step, final):
+                member.last_fired = step
+        self._provided = (step, set(record.extras))
+
+    def _record(
+        self, step: int, prev: int, logs: Mapping[str, Any], **facts: Any
+    ) -> StepRecord:
+        return StepRecord(
             step=step,
             prev=prev,
             logs=logs,
-            hub=self,
-            epoch_last=epoch_last,
-            final=final,
+            run=self.run,
+            facts=self,
             time=time.time(),
+            **facts,
         )
-        if self._lockstep and self._reads_at(prev, step, final):
-            self.windows.cumulative(step, logs)  # every worker, before anything else
-        for callback in self.callbacks:
-            callback._dispatch_step(record, self._fires(callback, prev, step, final))
-        for callback in self._passive:
-            if self._fires(callback, prev, step, final):
-                callback._last_fired_step = step
-        self._provided = (step, set(record.extras))
 
-    def _fires(self, callback: StepCallback, prev: int, step: int, final: bool) -> bool:
-        every = callback.every
+    def _call(self, member: _Member, record: StepRecord, fired: bool) -> None:
+        """Calls one callback at a step: `on_step` when its schedule fired (or a
+        sink with values that providers added), else `on_other_step`."""
+        callback = member.callback
+        if fired:
+            member.last_fired = record.step
+        elif not (
+            callback.records_extras and record.extras and not callback.is_provider
+        ):
+            if callback.acts_between_steps:
+                callback.on_other_step(StepEvent(record, False))
+            return
+        event = StepEvent(record, fired, lambda: self.training_values(record, member))
+        values = callback.on_step(event)
+        if callback.is_provider and values:
+            record.extras.update(values)
+
+    def _fires(self, member: _Member, prev: int, step: int, final: bool) -> bool:
+        every = member.callback.every
         if every is None:
             return False
         if final:
-            return every.last and callback._last_fired_step != step
+            return every.last and member.last_fired != step
         return every.fires(prev, step, self.start_step)
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> None:
@@ -556,16 +632,9 @@ class RunHub:
         return values
 
     def _dispatch_extras(self, values: dict[str, Any]) -> None:
-        record = StepRecord(
-            step=self.step,
-            prev=self.step,
-            logs={},
-            hub=self,
-            extras=values,
-            time=time.time(),
-        )
-        for callback in self.callbacks:
-            callback._dispatch_step(record, False)
+        record = self._record(self.step, self.step, {}, extras=values)
+        for member in self._members:
+            self._call(member, record, False)
 
     def resync(self) -> None:
         """Sets the tracked step to the model's true global step."""
@@ -591,7 +660,7 @@ class RunHub:
             if final > self.start_step:
                 self._dispatch(final, final, self.last_logs, False, final=True)
             carry = self.carry() if final > self.start_step else {}
-            _windows.attach_carry(self.model, final, carry, self.run_id)
+            ResumeState(final, carry, self.run_id).attach(self.model)
             self._close()
 
     def abort(self) -> None:
@@ -613,20 +682,21 @@ class RunHub:
 
     # -- values -------------------------------------------------------------------
     def training_values(
-        self, record: StepRecord, callback: StepCallback | None
+        self, record: StepRecord, member: _Member
     ) -> tuple[dict[str, float], frozenset[str]]:
-        """The training values of a step for `callback`, reduced as it asks."""
+        """The training values of a step for a callback, reduced as it asks."""
         logs = scalar_items(record.logs)
         for name in self.counter_names:
             logs.pop(name, None)
-        reduce = callback.reduce if callback is not None else "epoch"
+        callback = member.callback
+        reduce = callback.reduce
         if reduce == "epoch" or not logs or not callback.reads_values:
             return logs, frozenset()
         state = self.windows.cumulative(record.step, record.logs)
         if reduce == "mean":
-            window = _windows.window_between(state, callback._window_start)
-            callback._window_start = state
-            callback._window_step = record.step
+            window = _windows.window_between(state, member.window_start)
+            member.window_start = state
+            member.window_step = record.step
         else:
             before = record.prev if not record.final else self._last_prev
             start = self._snapshots.get(before)
@@ -649,23 +719,25 @@ class RunHub:
     def carry(self) -> dict[str, dict[str, list[float]]]:
         """The partial window of each `reduce="mean"` schedule at the current step."""
         readers = [
-            cb
-            for cb in self.callbacks + self._passive
-            if cb.reads_values and cb.reduce == "mean" and cb.every is not None
+            member
+            for member in self._members + self._passive
+            if member.callback.reads_values
+            and member.callback.reduce == "mean"
+            and member.callback.every is not None
         ]
         if not readers:
             return {}
         # Per schedule, the window of the callback that recorded values last (a
         # provider with the same schedule never advances its window).
-        latest: dict[str, StepCallback] = {}
-        for callback in readers:
-            key = repr(callback.every)
-            if key not in latest or callback._window_step > latest[key]._window_step:
-                latest[key] = callback
+        latest: dict[str, _Member] = {}
+        for member in readers:
+            key = repr(member.callback.every)
+            if key not in latest or member.window_step > latest[key].window_step:
+                latest[key] = member
         state = self.windows.cumulative(self.step)
         out: dict[str, dict[str, list[float]]] = {}
-        for key, callback in latest.items():
-            window = _windows.window_between(state, callback._window_start)
+        for key, member in latest.items():
+            window = _windows.window_between(state, member.window_start)
             out[key] = {k: list(map(float, v)) for k, v in window.items() if np.any(v)}
         return out
 

@@ -18,15 +18,15 @@ State is read from the device only when a sink asks for values (its scheduled st
 once per step whatever the number of sinks, and once per epoch end.
 
 A window that begins before a checkpoint (or before the previous `fit()` call) carries
-its partial state across: `carry()` gives it per schedule, `StepCheckpoint` stores it in
-the checkpoint, and `attach_carry` / `take_carry` hand it to the next run of the model.
+its partial state across: the run's `carry()` gives it per schedule, `StepCheckpoint`
+stores it in the checkpoint, and a `kerasteps.checkpoint.ResumeState` hands it to the
+next run of the model.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,9 +43,6 @@ REDUCE_MODES = ("mean", "last", "epoch")
 
 State = dict[str, np.ndarray]  # metric key -> [total, count] as float64
 
-_CARRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_EXAMPLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
 
 def check_reduce(reduce: Any) -> str:
     """Returns `reduce` if it is one of `REDUCE_MODES`, else raises `ValueError`."""
@@ -54,30 +51,6 @@ def check_reduce(reduce: Any) -> str:
             f'`reduce` must be one of "mean", "last" or "epoch", received {reduce!r}.'
         )
     return reduce
-
-
-def attach_carry(
-    model: keras.Model,
-    step: int,
-    carry: Mapping[str, Any],
-    run_id: str | None = None,
-) -> None:
-    """Hands the partial windows at `step`, and the id of the run the state belongs
-    to, to the model's next run (see module doc)."""
-    _CARRIES[model] = (int(step), dict(carry), run_id)
-
-
-def take_carry(model: keras.Model, step: int) -> tuple[dict[str, State], str | None]:
-    """The partial windows and the run id handed to a run that starts at `step`
-    (else `({}, None)`)."""
-    held = _CARRIES.pop(model, None)
-    if held is None or held[0] != step:
-        return {}, None
-    windows = {
-        schedule: {k: np.asarray(v, dtype=np.float64) for k, v in windows.items()}
-        for schedule, windows in held[1].items()
-    }
-    return windows, held[2]
 
 
 def _is_number(value: Any) -> bool:
@@ -109,21 +82,6 @@ def carry_problem(carry: Any) -> str | None:
             ):
                 return f"{schedule!r} holds {key!r}: {state!r}, not [total, count]"
     return None
-
-
-def attach_examples_per_step(model: keras.Model, examples: int, source: str) -> None:
-    """Records the examples per batch that a restored checkpoint was trained with."""
-    _EXAMPLES[model] = (int(examples), source)
-
-
-def take_examples_per_step(model: keras.Model) -> tuple[int, str] | None:
-    """The examples per batch of the checkpoint the model was restored from."""
-    return _EXAMPLES.pop(model, None)
-
-
-def peek_examples_per_step(model: keras.Model) -> tuple[int, str] | None:
-    """Like `take_examples_per_step`, leaving it for the run."""
-    return _EXAMPLES.get(model)
 
 
 def _is_mean(metric: Any) -> bool:

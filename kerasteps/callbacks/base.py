@@ -8,7 +8,8 @@ import keras
 
 from kerasteps.callbacks import _windows
 from kerasteps.callbacks._hub import RunHub, get_hub
-from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.callbacks.step_run import StepRun
 from kerasteps.schedule import Every
 
 __all__ = ["StepCallback"]
@@ -79,15 +80,16 @@ class StepCallback(keras.callbacks.Callback):
     chief_only: ClassVar[bool] = False
     #: A provider's key prefix (`"val_"`): Keras's own values with it are warned of.
     value_prefix: str | None = None
+    #: The names a provider adds (`Throughput`: `steps_per_second`...), when known
+    #: before it acts; see `may_provide`.
+    provides: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, every: int | Every | None = 100, reduce: str = "mean"):
         super().__init__()
         self.every = None if every is None else Every.coerce(every, name="every")
         self.reduce = _windows.check_reduce(reduce)
+        self._run: StepRun | None = None
         self._hub: RunHub | None = None
-        self._last_fired_step: int | None = None
-        self._window_start: _windows.State = {}
-        self._window_step = -1
 
     # -- what subclasses implement ------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
@@ -146,46 +148,34 @@ class StepCallback(keras.callbacks.Callback):
         """
         return [self.every] if self.every is not None else []
 
-    # -- helpers ------------------------------------------------------------------
+    # -- the run -----------------------------------------------------------------
     @property
-    def hub(self) -> RunHub:
-        """The shared state of the current run (step, start step, model)."""
-        if self._hub is None:
+    def run(self) -> StepRun:
+        """The `StepRun` this callback is part of (start step, steps per execution,
+        accumulation, abort, the non-finite mark...); set from the run's begin."""
+        if self._run is None:
             raise RuntimeError(
                 f"{type(self).__name__} is not part of a running `fit()` call."
             )
-        return self._hub
+        return self._run
 
     @property
     def is_provider(self) -> bool:
         """Whether this callback adds values for the others (`role == "provider"`)."""
         return self.role == "provider"
 
-    def _dispatch_step(self, record: StepRecord, fired: bool) -> None:
-        if self.is_provider:
-            if fired:
-                self._last_fired_step = record.step
-                values = self.on_step(StepEvent(record, self, True))
-                if values:
-                    record.extras.update(values)
-            elif self._has_other_steps:
-                self.on_other_step(StepEvent(record, self, False))
-            return
-        if not fired and not (self.records_extras and record.extras):
-            if self._has_other_steps:
-                self.on_other_step(StepEvent(record, self, False))
-            return
-        if fired:
-            self._last_fired_step = record.step
-        self.on_step(StepEvent(record, self, fired))
+    @property
+    def acts_between_steps(self) -> bool:
+        """Whether this callback overrides `on_other_step` (else it is not called)."""
+        return type(self).on_other_step is not StepCallback.on_other_step
 
     def may_provide(self, name: str) -> bool:
-        """Whether this callback may add a value called `name` at some step.
+        """Whether this callback declares `name` among the values it may add.
 
-        True for a provider that has not acted yet in this run (its names are not
-        known before), or whose `value_prefix` starts `name`, or whose latest values
-        (`last_values`, when it keeps them) hold `name`; False for other roles.
-        `LogEvery` asks it before refusing a `fmt` field as a name nobody logs.
+        True for a provider whose `provides` names it, whose `value_prefix` starts
+        it, or whose latest values (`last_values`, when it keeps them) hold it;
+        False for other roles. `StepRun.may_provide` asks every callback of a run
+        (`LogEvery` does, before refusing a `fmt` field as a name nobody logs).
 
         Args:
             name: A value name, e.g. `"steps_per_second"`.
@@ -193,28 +183,25 @@ class StepCallback(keras.callbacks.Callback):
         Example:
 
         >>> from kerasteps.callbacks import StepCallback, Throughput
-        >>> StepCallback(every=5).may_provide("loss"), Throughput(5).may_provide("x")
-        (False, True)
+        >>> StepCallback(every=5).may_provide("loss")
+        False
+        >>> speed = Throughput(5)
+        >>> speed.may_provide("steps_per_second"), speed.may_provide("x")
+        (True, False)
         """
         if not self.is_provider:
             return False
         return (
-            self._last_fired_step is None
+            name in self.provides
             or bool(self.value_prefix and name.startswith(self.value_prefix))
             or name in getattr(self, "last_values", {})
         )
 
-    @property
-    def _has_other_steps(self) -> bool:
-        return type(self).on_other_step is not StepCallback.on_other_step
-
     # -- Keras hooks (final: subclasses implement the on_run_*/on_step hooks) ------
     def on_train_begin(self, logs: dict | None = None) -> None:
         hub = get_hub(self.model, self.params)
-        self._hub = hub
-        self._last_fired_step = None
-        self._window_start = _windows.carried(hub.carry_for(self))
-        self._window_step = hub.start_step
+        self._hub = hub  # the dispatcher, which the Keras hooks below feed
+        self._run = hub.run
         if self.chief_only and not hub.is_chief:
             hub.register(self, active=False)  # on another worker it does nothing
             return
@@ -229,7 +216,7 @@ class StepCallback(keras.callbacks.Callback):
     @property
     def active(self) -> bool:
         """False on a worker that is not the chief, for a chief-only callback."""
-        return self._hub is not None and self in self._hub.callbacks
+        return self._run is not None and (self._run.is_chief or not self.chief_only)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         if self._hub is not None:

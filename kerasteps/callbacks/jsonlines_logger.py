@@ -185,7 +185,7 @@ class JSONLinesLogger(StepCallback):
         last step kept."""
         owner_path = _sinks.owner_file(self.path, is_file=True)
         owner = _sinks.read_owner(owner_path)
-        run_id = self.hub.run_id
+        run_id = self.run.run_id
         if owner == run_id:
             # The file as this process left it: its last step is known, no read.
             sig = _logcache.signature([self.path])
@@ -197,7 +197,7 @@ class JSONLinesLogger(StepCallback):
         claim = _sinks.decide(
             owner,
             run_id,
-            self.hub.run_known,
+            self.run.run_known,
             has_records=bool(lines),
             has_records_after=len(keep) != len(lines),
         )

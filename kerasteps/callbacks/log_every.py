@@ -221,17 +221,17 @@ class LogEvery(StepCallback):
     def _check_fields(self, event: StepEvent, values: dict[str, Any]) -> None:
         """At the first line: every field must be a name that the run can log."""
         self._checked = True
-        hub = event.hub
+        run = event.run
         unknown = [
             name
             for name in self._fields
             if name not in _ALWAYS
             and name not in values
             and not name.startswith("val_")
-            and not any(cb.may_provide(name) for cb in hub.callbacks)
+            and not run.may_provide(name)
         ]
         if unknown:
-            hub.abort()
+            run.abort()
             raise ValueError(
                 f"LogEvery: `fmt` {self.fmt!r} names {unknown[0]!r}, which this run "
                 f"does not log. Names it logs: {', '.join(sorted(values))}; and "

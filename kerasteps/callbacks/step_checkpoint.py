@@ -17,6 +17,7 @@ from kerasteps._validate import check_int
 from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.checkpoint.resume_state import ResumeState
 from kerasteps.checkpoint_store import (
     NAME_RE,
     CheckpointInfo,
@@ -53,7 +54,8 @@ def _check_directory(directory: str | os.PathLike) -> str:
 
 
 def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
-    """Hands what the next run needs from a restored checkpoint to the model.
+    """Hands what the next run needs from a restored checkpoint to the model, as
+    a `kerasteps.checkpoint.ResumeState`.
 
     These `meta.json` fields do not change what was restored: a malformed one is
     dropped with a WARNING (the weights are fine), never handed to the run. Without
@@ -68,26 +70,24 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
         _drop(info, "windows", problem, "the first point of each sink is not exact")
         windows = {}
     run_id = meta.get("run_id")
-    # The sinks' windows that began before the save continue in the next run, which
-    # is the same run as the one that saved (its sinks drop their points after it).
-    _windows.attach_carry(
-        model,
-        steps_lib.global_step(model),
-        windows,
-        run_id if _sinks.is_run_id(run_id) else None,
-    )
     per_step = meta.get("examples_per_step")
-    if per_step is None:
-        return
-    if type(per_step) is not int or per_step <= 0:
+    if per_step is not None and (type(per_step) is not int or per_step <= 0):
         _drop(
             info,
             "examples_per_step",
             f"{per_step!r} is not a positive int",
             "a resume with another batch size is not caught",
         )
-        return
-    _windows.attach_examples_per_step(model, per_step, info.path)
+        per_step = None
+    # The sinks' windows that began before the save continue in the next run, which
+    # is the same run as the one that saved (its sinks drop their points after it).
+    ResumeState(
+        step=steps_lib.global_step(model),
+        windows=windows,
+        run_id=run_id if _sinks.is_run_id(run_id) else None,
+        examples_per_step=per_step,
+        source=info.path,
+    ).attach(model)
 
 
 def _drop(info: CheckpointInfo, field: str, problem: str, cost: str) -> None:
@@ -413,21 +413,21 @@ class StepCheckpoint(StepCallback):
 
     def _run_meta(self, model: keras.Model) -> dict:
         """What a resumed run needs from this run, for the checkpoint's meta.json."""
-        hub = self._hub
+        run = self._run
         meta = {}
-        if hub is not None and hub.model is model:
-            meta["run_id"] = hub.run_id
+        if run is not None and run.model is model:
+            meta["run_id"] = run.run_id
         if (
-            hub is not None
-            and hub.model is model
-            and hub.step == (steps_lib.global_step(model))
+            run is not None
+            and run.model is model
+            and run.step == (steps_lib.global_step(model))
         ):
             # What the sinks' windows hold since their last point: a resumed run
             # writes the same values as an uninterrupted one.
-            meta["windows"] = hub.carry()
-            per_step = hub.examples_per_step()
-            if per_step is not None:
-                meta["examples_per_step"] = per_step
+            state = run.resume_state()
+            meta["windows"] = state.windows
+            if state.examples_per_step is not None:
+                meta["examples_per_step"] = state.examples_per_step
         return meta
 
     def _saved(self, info: CheckpointInfo) -> None:
@@ -442,7 +442,7 @@ class StepCheckpoint(StepCallback):
 
     # -- run ------------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
-        if self.hub.is_chief:
+        if self.run.is_chief:
             self._lock.acquire()
             self.store.recover()
             self._keep_other_runs_aside(start_step)
@@ -476,7 +476,7 @@ class StepCheckpoint(StepCallback):
         others = []
         for entry in self.store.entries():
             run_id = read_meta(entry.path).get("run_id")
-            if run_id == self.hub.run_id:
+            if run_id == self.run.run_id:
                 continue
             if _sinks.is_run_id(run_id) or entry.step > start_step:
                 others.append(entry)
@@ -495,7 +495,7 @@ class StepCheckpoint(StepCallback):
 
     def on_step(self, event: StepEvent) -> None:
         self._raise_failed_write()
-        if self.hub.non_finite_at == event.step:
+        if self.run.non_finite_at == event.step:
             logger.warning(
                 "StepCheckpoint: not saving step %d, where a loss is not finite.",
                 event.step,
@@ -517,7 +517,7 @@ class StepCheckpoint(StepCallback):
         if self.signal_received is not None and not self.interrupted:
             self.interrupted = True
             self.model.stop_training = True
-            if self.hub.non_finite_at != event.step:
+            if self.run.non_finite_at != event.step:
                 self._save_or_defer(event)
 
     def _save_or_defer(self, event: StepEvent | StepRecord) -> None:
@@ -560,8 +560,8 @@ class StepCheckpoint(StepCallback):
             raise
 
     def _on_background_error(self, error: BaseException) -> None:
-        if self._hub is not None:
-            self._hub.wake()  # raise it at the next batch end
+        if self._run is not None:
+            self._run.wake()  # raise it at the next batch end
 
     def flush(self) -> None:
         if self._pending:
@@ -586,8 +586,8 @@ class StepCheckpoint(StepCallback):
     # -- signals --------------------------------------------------------------------
     def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
-        if self._hub is not None:
-            self._hub.wake()  # act at the next batch end, due or not
+        if self._run is not None:
+            self._run.wake()  # act at the next batch end, due or not
         logger.warning(
             "StepCheckpoint: received %s; saving a checkpoint at the next batch end, "
             "then stopping training.",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from kerasteps.callbacks._hub import RunHub
-    from kerasteps.callbacks.base import StepCallback
+from kerasteps.callbacks.step_run import StepRun
 
 __all__ = ["StepEvent"]
 
@@ -34,6 +32,18 @@ def scalar_items(values: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+class StepFacts(Protocol):
+    """What the dispatcher reads of the model at a step, on request (private)."""
+
+    def counters_at(self, step: int, logs: Mapping[str, Any]) -> dict[str, int]: ...
+
+    def learning_rates(self, step: int) -> dict[str, float]: ...
+
+
+#: Gives a callback's reduced training values at a step, and the reduced keys.
+ValuesOf = Callable[[], tuple[dict[str, float], frozenset[str]]]
+
+
 @dataclass
 class StepRecord:
     """The facts of one step, shared by the events of every callback (private)."""
@@ -41,7 +51,8 @@ class StepRecord:
     step: int
     prev: int
     logs: Mapping[str, Any]
-    hub: RunHub
+    run: StepRun
+    facts: StepFacts
     extras: dict[str, Any] = field(default_factory=dict)
     final: bool = False
     epoch_last: bool = False
@@ -82,6 +93,8 @@ class StepEvent:
             values for this step may still come (sinks that write one record per
             step wait for the epoch end, where `flush()` is called).
         time: Wall-clock time (seconds since the epoch) of the batch end.
+        run: The `StepRun` this step belongs to: start step, steps per execution,
+            accumulation, abort, the non-finite mark.
         run_start: The global step at which this `fit()` run began.
         global_counter: Name of the counter that is the global step (`"step"` for a
             plain model, `"g_step"` for a WGAN).
@@ -101,13 +114,16 @@ class StepEvent:
     4 0.0 frozenset({'loss'})
     """
 
-    __slots__ = ("_record", "_receiver", "scheduled", "_values", "_reduced")
+    __slots__ = ("_record", "_values_of", "scheduled", "_values", "_reduced")
 
     def __init__(
-        self, record: StepRecord, receiver: StepCallback | None, scheduled: bool
+        self,
+        record: StepRecord,
+        scheduled: bool,
+        values_of: ValuesOf | None = None,
     ):
         self._record = record
-        self._receiver = receiver
+        self._values_of = values_of
         self.scheduled = scheduled
         self._values: dict[str, float] | None = None
         self._reduced: frozenset[str] = frozenset()
@@ -142,24 +158,24 @@ class StepEvent:
         return self._record.time
 
     @property
-    def hub(self) -> RunHub:
-        """The run's shared state (private to kerasteps)."""
-        return self._record.hub
+    def run(self) -> StepRun:
+        """The run this step belongs to (`StepRun`)."""
+        return self._record.run
 
     @property
     def run_start(self) -> int:
-        return self._record.hub.start_step
+        return self._record.run.start_step
 
     @property
     def global_counter(self) -> str:
-        return self._record.hub.global_name
+        return self._record.run.global_counter
 
     @property
     def counters(self) -> dict[str, int]:
         """The model's step counters at this step (`{"step": n}` for a plain model)."""
         record = self._record
         if record.counters is None:
-            record.counters = record.hub.counters_at(record.step, record.logs)
+            record.counters = record.facts.counters_at(record.step, record.logs)
         return dict(record.counters)
 
     def learning_rates(self) -> dict[str, float]:
@@ -169,7 +185,7 @@ class StepEvent:
         `LearningRateSchedule` is evaluated on the optimizer's count at the update
         that made this step.
         """
-        return self._record.hub.learning_rates(self._record.step)
+        return self._record.facts.learning_rates(self._record.step)
 
     # -- the values to record -------------------------------------------------------
     def values(self) -> dict[str, float]:
@@ -179,11 +195,10 @@ class StepEvent:
         then the extras. Otherwise the extras alone.
         """
         if self._values is None:
-            if not self.scheduled:
+            if not self.scheduled or self._values_of is None:
                 self._values = scalar_items(self.extras)
             else:
-                hub, record = self._record.hub, self._record
-                values, self._reduced = hub.training_values(record, self._receiver)
+                values, self._reduced = self._values_of()
                 values.update(scalar_items(self.extras))
                 self._values = values
         return dict(self._values)

@@ -12,9 +12,9 @@ import keras
 from kerasteps import _compat
 from kerasteps._terminal import LiveLine
 from kerasteps._validate import check_int, check_names
-from kerasteps.callbacks._hub import RunHub
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
+from kerasteps.callbacks.step_run import StepRun
 from kerasteps.schedule import Every
 
 __all__ = ["StepProgressBar"]
@@ -44,12 +44,12 @@ def _draws_in_place(progbar: keras.utils.Progbar) -> bool:
     )
 
 
-def _run_alive(hub: RunHub) -> Callable[[], bool]:
-    """A test that the run of `hub` may still be training, for a log line.
+def _run_alive(run: StepRun) -> Callable[[], bool]:
+    """A test that `run` may still be training, for a log line.
 
     Keras calls no callback when `fit()` raises, and nothing public tells that the
     call is over. A log line written on the training thread while no kerasteps
-    callback of the run acts (`hub.acting`) is taken as the run being over: it
+    callback of the run acts (`run.acting`) is taken as the run being over: it
     comes after a `fit()` that raised, or from Keras or another callback between
     two steps. The bar's line then closes (the bar stays as last drawn above the
     log line); a run that goes on draws the bar again below at its next update.
@@ -58,9 +58,9 @@ def _run_alive(hub: RunHub) -> Callable[[], bool]:
     """
 
     def alive() -> bool:
-        if hub.ended:
+        if run.ended:
             return False
-        return threading.get_ident() != hub.thread or hub.acting
+        return threading.get_ident() != run.thread or run.acting
 
     return alive
 
@@ -178,7 +178,7 @@ class StepProgressBar(StepCallback):
         return LiveLine(
             sys.stdout,
             enabled=_draws_in_place(self.progbar),
-            alive=_run_alive(self.hub),
+            alive=_run_alive(self.run),
         )
 
     def _line_due(self, step: int) -> bool:

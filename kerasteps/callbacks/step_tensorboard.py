@@ -200,15 +200,15 @@ class StepTensorBoard(StepCallback):
         keeps another run's aside (see `kerasteps.callbacks._sinks`)."""
         owner_path = _sinks.owner_file(self.log_dir, is_file=False)
         owner = _sinks.read_owner(owner_path)
-        hub = self.hub
-        if owner == hub.run_id:
+        run_id, run_known = self.run.run_id, self.run.run_known
+        if owner == run_id:
             claim = _sinks.Claim.PURGE
         else:
             steps = [_eventfiles.max_step(self.run_dir(run)) for run in runs]
             claim = _sinks.decide(
                 owner,
-                hub.run_id,
-                hub.run_known,
+                run_id,
+                run_known,
                 has_records=any(s is not None for s in steps),
                 has_records_after=any(s is not None and s > start_step for s in steps),
             )
@@ -230,8 +230,8 @@ class StepTensorBoard(StepCallback):
             _sinks.report_aside(
                 "StepTensorBoard", start_step, self.log_dir, kept, claim
             )
-        if owner != hub.run_id:
-            _sinks.write_owner(owner_path, hub.run_id)
+        if owner != run_id:
+            _sinks.write_owner(owner_path, run_id)
 
     def _writer(self, run: str) -> _eventfiles.EventWriter:
         writer = self._writers.get(run)
@@ -289,7 +289,7 @@ class StepTensorBoard(StepCallback):
 
     def _due(self, every: Every | None, event: StepEvent | StepRecord) -> bool:
         return every is not None and every.fires(
-            event.prev, event.step, self.hub.start_step
+            event.prev, event.step, self.run.start_step
         )
 
     def _extras(self, event: StepEvent) -> list:

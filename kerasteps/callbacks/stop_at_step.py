@@ -92,7 +92,7 @@ class StopAtStep(StepCallback):
                 "Keras would run at least one more step. Skip `fit()` when "
                 "`stop.remaining(model) == 0`."
             )
-        stride = self.hub.steps_per_execution // self.hub.accumulation
+        stride = self.run.steps_per_execution // self.run.accumulation
         left = self.max_steps - start_step
         if stride > 1 and left % stride:
             stop_at = start_step + -(-left // stride) * stride
@@ -101,7 +101,7 @@ class StopAtStep(StepCallback):
                 "%d at a time from %d, so training stops at step %d, the first "
                 "execution boundary past %d (an epoch end can move the boundaries).",
                 self.max_steps,
-                self.hub.steps_per_execution,
+                self.run.steps_per_execution,
                 stride,
                 start_step,
                 stop_at,
@@ -118,7 +118,7 @@ class StopAtStep(StepCallback):
             "StopAtStep: reached global step %d (max_steps=%d%s); stopping training.",
             event.step,
             self.max_steps,
-            f", {past} past it: steps_per_execution={self.hub.steps_per_execution}"
+            f", {past} past it: steps_per_execution={self.run.steps_per_execution}"
             if past
             else "",
         )

@@ -164,7 +164,7 @@ class StopOnNonFinite(StepCallback):
 
     def _stop(self, step: int, key: str, value: float) -> None:
         self.stopped_step = step
-        self.hub.non_finite_at = step  # checkpoints do not save this step
+        self.run.mark_non_finite(step)  # checkpoints do not save this step
         self.stopped_key = key
         self.message = (
             f"StopOnNonFinite: {key} is {value} at step {step}; stopping training."

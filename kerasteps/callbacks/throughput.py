@@ -53,6 +53,10 @@ class Throughput(StepCallback):
         self.batch_size = (
             None if batch_size is None else check_int("batch_size", batch_size)
         )
+        #: The names it adds at each point.
+        self.provides = ("steps_per_second",) + (
+            ("examples_per_second",) if batch_size is not None else ()
+        )
         self._window_start: tuple[float, int] | None = None
         #: The values of the last window, `{"steps_per_second": ..., ...}`.
         self.last_values: dict[str, float] = {}

@@ -315,7 +315,7 @@ def test_a_step_callback_reads_the_trained_state_without_reading_values():
         reads_values = False
 
         def on_step(self, event):
-            kernel = self._hub.model.layers[-1].kernel
+            kernel = self.model.layers[-1].kernel
             seen.append(
                 (
                     event.step,

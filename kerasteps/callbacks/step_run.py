@@ -1,0 +1,147 @@
+"""`StepRun`: what a kerasteps callback knows of the run it is part of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerasteps.checkpoint.resume_state import ResumeState
+
+__all__ = ["StepRun"]
+
+
+class StepRun:
+    """One `fit()` call of one model, as its kerasteps callbacks see it.
+
+    Every kerasteps callback of a `fit()` call shares one run: `callback.run`
+    during the run, and `event.run` in `on_step`. It is the whole contract between
+    callbacks: they learn the step from the event, the facts of the run from here,
+    and tell each other things only through it (a guard marks a non-finite step, a
+    checkpoint reads the mark; a sink asks whether a name may be provided). The
+    dispatcher keeps each callback's window and last fired step itself.
+
+    Attributes:
+        model: The Keras model being trained.
+        start_step: The global step when `fit()` began (a resumed run's restored
+            step).
+        global_counter: The name of the counter that is the global step (`"step"`
+            for a plain model, `"g_step"` for a WGAN).
+        counter_names: The model's step counters (`["step"]`, `["d_step",
+            "g_step"]`).
+        accumulation: Gradient accumulation steps of the global optimizer (1 when
+            off): batches per global step.
+        is_chief: False on a worker other than the chief (multi-worker
+            `tf.distribute`, JAX multi-process): chief-only callbacks do nothing
+            there.
+        run_id: The id of the run (32 hex digits), carried by every checkpoint and
+            from one `fit()` to the next of the same model: new when a run starts
+            at step 0.
+        run_known: False when the run continues a state whose run is unknown (a
+            model loaded from a `.keras` file at a step > 0): sinks keep what they
+            find.
+        thread: The id of the thread that runs `fit()`.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> from kerasteps.callbacks import StepCallback
+    >>> class Show(StepCallback):
+    ...     def on_run_begin(self, start_step):
+    ...         run = self.run
+    ...         print(run.start_step, run.steps_per_execution, run.global_counter)
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse", steps_per_execution=2)
+    >>> x = np.zeros((8, 1))
+    >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=[Show(every=2)])
+    0 2 step
+    """
+
+    def __init__(self, dispatcher: Any):
+        self._dispatcher = dispatcher
+        self.model = dispatcher.model
+        self.start_step: int = dispatcher.start_step
+        self.global_counter: str = dispatcher.global_name
+        self.counter_names: list[str] = list(dispatcher.counter_names)
+        self.accumulation: int = dispatcher.accumulation
+        self.is_chief: bool = dispatcher.is_chief
+        self.run_id: str = dispatcher.run_id
+        self.run_known: bool = dispatcher.run_known
+        self.thread: int = dispatcher.thread
+
+    @property
+    def step(self) -> int:
+        """The global step now (after the latest update the run tracked)."""
+        return self._dispatcher.step
+
+    @property
+    def steps_per_execution(self) -> int:
+        """The model's `steps_per_execution`: the step moves by this at a batch end
+        (divided by `accumulation`)."""
+        return self._dispatcher.steps_per_execution
+
+    @property
+    def ended(self) -> bool:
+        """True once the run is over (`fit()` ended, or a callback aborted it)."""
+        return self._dispatcher.ended
+
+    @property
+    def acting(self) -> bool:
+        """True while kerasteps callbacks of this run act (a run's begin, a step's
+        dispatch, an epoch end, the run's end).
+
+        On the training thread (`thread`) while the run has not `ended`, False
+        means the thread is elsewhere: in Keras, another callback, or past a
+        `fit()` that raised (Keras calls no hook then).
+        """
+        return self._dispatcher.acting
+
+    @property
+    def non_finite_at(self) -> int | None:
+        """The step where a guard found a non-finite value (`mark_non_finite`), or
+        None: a checkpoint does not save that step."""
+        return self._dispatcher.non_finite_at
+
+    def mark_non_finite(self, step: int) -> None:
+        """Marks `step` as one where a loss was not finite (guards call it).
+
+        Args:
+            step: The global step.
+        """
+        self._dispatcher.non_finite_at = int(step)
+
+    def may_provide(self, name: str) -> bool:
+        """Whether a callback of this run may add a value called `name`.
+
+        True when a provider declares it (`StepCallback.may_provide`), or when a
+        provider that declares no names has not acted yet.
+
+        Args:
+            name: A value name, e.g. `"steps_per_second"`.
+        """
+        return self._dispatcher.may_provide(name)
+
+    def abort(self) -> None:
+        """Ends the run now: every callback's `on_run_end` is called, and nothing
+        is dispatched any more. Call it before raising an error from `on_step`."""
+        self._dispatcher.abort()
+
+    def wake(self) -> None:
+        """Makes the next batch end reach every callback (`on_step` or
+        `on_other_step`), due or not: for a signal or a background error."""
+        self._dispatcher.wake()
+
+    def resume_state(self) -> ResumeState:
+        """What a checkpoint of the model now hands to a run that resumes from it:
+        the step, the open windows of the sinks, the examples per step, the run id.
+        """
+        return ResumeState(
+            step=self.step,
+            windows=self._dispatcher.carry(),
+            run_id=self.run_id,
+            examples_per_step=self._dispatcher.examples_per_step(),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"StepRun(start_step={self.start_step}, step={self.step}, "
+            f"global_counter={self.global_counter!r})"
+        )

@@ -1,0 +1,93 @@
+"""`ResumeState`: what a restored checkpoint hands to the model's next run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ResumeState"]
+
+#: The model attribute that holds the state until the next run takes it. The model
+#: is the one object both ends see: `StepCheckpoint.restore_latest(model, dir)` is a
+#: static method called before the callbacks of the run exist, and
+#: `kerasteps.data.skip_consumed(dataset, model)` runs before `fit()`.
+_ATTRIBUTE = "_kerasteps_resume_state"
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What a run of a model continues from: a restored checkpoint, or the end of
+    the model's previous `fit()`.
+
+    `StepCheckpoint.restore_latest` (and `restore`, `restore_checkpoint`) attach
+    one to the model they restore, and the next `fit()` of that model takes it:
+    its sinks' first points are the same means an uninterrupted run writes, they
+    know the run they continue (and drop their own points after `step`), and a
+    resume with another batch size is refused. A `fit()` that ends attaches the
+    state at its final step, so that the model's next `fit()` continues the run.
+
+    Attributes:
+        step: The global step the state belongs to. A run that starts at another
+            step (the model trained or was restored again in between) ignores it.
+        windows: Per schedule (`repr(every)`), the `[total, count]` of each mean
+            metric since that schedule's previous point: the open windows.
+        run_id: The id of the run that saved the state (32 hex digits), or None
+            when unknown (a checkpoint of an older kerasteps).
+        examples_per_step: The examples per batch the state was trained with, or
+            None when unknown.
+        source: Where the state came from (a checkpoint's path), for messages.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.checkpoint import ResumeState
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> ResumeState.of(model) is None
+    True
+    >>> ResumeState(step=0, examples_per_step=8).attach(model)
+    >>> ResumeState.of(model).examples_per_step
+    8
+    >>> ResumeState.take(model, step=0).step, ResumeState.of(model)
+    (0, None)
+    """
+
+    step: int
+    windows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    run_id: str | None = None
+    examples_per_step: int | None = None
+    source: str | None = None
+
+    def attach(self, model: Any) -> None:
+        """Hands this state to the model's next run (replacing any held before).
+
+        Args:
+            model: The Keras model the state belongs to.
+        """
+        object.__setattr__(model, _ATTRIBUTE, self)
+
+    @staticmethod
+    def of(model: Any) -> ResumeState | None:
+        """The state the model's next run will take, or None; leaves it there.
+
+        Args:
+            model: A Keras model.
+        """
+        state = getattr(model, _ATTRIBUTE, None)
+        return state if isinstance(state, ResumeState) else None
+
+    @staticmethod
+    def take(model: Any, step: int) -> ResumeState | None:
+        """Takes the model's state for a run that starts at `step`.
+
+        The state is removed from the model either way; None when there is none,
+        or when it belongs to another step.
+
+        Args:
+            model: A Keras model.
+            step: The global step the run starts at.
+        """
+        state = ResumeState.of(model)
+        if state is not None:
+            object.__delattr__(model, _ATTRIBUTE)
+        return state if state is not None and state.step == step else None

@@ -1,4 +1,5 @@
-"""README examples run and print what the README shows."""
+"""README examples run and print what the README shows, and so do the examples of the
+docs pages that the README's sections moved to (`docs/*.md`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,27 @@ from kerasteps._startup import is_noise
 from tests.helpers import ROOT, user_environment
 
 
-def section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else None]
+def section(title: str, page: str = "README.md") -> str:
+    """The section of `page` (a path from the repository's root) headed `title`, at
+    any heading level, up to the next heading of the same or a higher level outside
+    code blocks (a `# comment` in a code block is no heading)."""
+    lines = (ROOT / page).read_text().splitlines(keepends=True)
+    start = level = None
+    fenced = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"(#+) (.*)$", line.rstrip("\n"))
+        if heading is None:
+            continue
+        if start is None:
+            if heading.group(2) == title:
+                start, level = index, len(heading.group(1))
+        elif len(heading.group(1)) <= level:
+            return "".join(lines[start:index])
+    if start is None:
+        raise ValueError(f"{page} has no heading {title!r}")
+    return "".join(lines[start:])
 
 
 def blocks(text: str, language: str) -> list[str]:
@@ -39,7 +56,7 @@ def run_script(folder, name: str, code: str) -> subprocess.CompletedProcess:
 
 
 def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
-    part = section("Your own GAN or multi-optimizer model")
+    part = section("Your own GAN or multi-optimizer model", "docs/own-gan.md")
     code = blocks(part, "python")[0]
     shown = blocks(part, "text")[0]
     result = run_script(tmp_path, "gan.py", code)
@@ -67,6 +84,9 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path):
 def test_quickstart_prints_what_the_readme_shows(tmp_path):
     """The quickstart's first command, as a user types it (about 10 s)."""
     shown = blocks(section("Quickstart"), "text")[0].strip().splitlines()
+    # Getting started shows the same first run.
+    started = blocks(section("The first run", "docs/getting-started.md"), "text")[0]
+    assert started.strip().splitlines() == shown
     result = subprocess.run(
         [sys.executable, "-m", "kerasteps.cli", "run", "global_step"],
         cwd=tmp_path,
@@ -83,8 +103,11 @@ def test_quickstart_prints_what_the_readme_shows(tmp_path):
 
 
 def test_paste_snippet_runs_without_warnings(tmp_path):
-    part = section("The step contract")
+    part = section("The step contract", "docs/step-contract.md")
     code = blocks(part, "python")[0]
+    # The README's logging example is this snippet.
+    logging_example = section("Logging: log lines, TensorBoard, JSON lines")
+    assert blocks(logging_example, "python")[0] == code
     result = run_script(tmp_path, "paste.py", code)
     assert result.returncode == 0, result.stderr[-3000:]
     # No warning from Keras (shuffle, ...); TensorFlow's own start-up lines aside
@@ -106,7 +129,7 @@ def test_paste_snippet_runs_without_warnings(tmp_path):
 
 def test_long_runs_script_says_where_it_resumed(tmp_path):
     """The "Long runs" script, shortened to 300 then 400 steps (about 20 s)."""
-    code = blocks(section("Long runs"), "python")[0]
+    code = blocks(section("Long runs", "docs/long-runs.md"), "python")[0]
     assert "MAX_STEPS = 3000" in code
     first = run_script(tmp_path, "train.py", code.replace("3000", "300"))
     assert first.returncode == 0, first.stderr[-3000:]

@@ -30,7 +30,7 @@ Then it measures the CPU cost of one kerasteps save outside training: the host c
 floor that the write sets on the ratio when training keeps every core busy.
 
 TensorFlow's thread pools are fixed (`--threads`, default 2 intra-op and 2 inter-op
-threads) so that rounds compare. The figures in the README come from:
+threads) so that rounds compare. The figures in docs/benchmarks.md come from:
 
     python benchmarks/checkpoint_overhead.py --rounds 9 --steps 100
 

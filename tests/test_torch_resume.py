@@ -93,7 +93,7 @@ def test_resume_with_an_unseeded_dropout_is_exact_to_the_bit(tmp_path):
 
 
 def test_resume_from_an_epoch_end_with_validation_is_exact_to_the_bit(tmp_path):
-    """The README's pattern: one iterator (`steps_per_epoch`), `skip_consumed`;
+    """docs/long-runs.md's pattern: one iterator (`steps_per_epoch`), `skip_consumed`;
     checkpoints at epoch ends, after Keras's validation has drawn from torch's
     generator (its data loader seeds itself from it)."""
     x, y = tiny_data(40)

@@ -171,7 +171,7 @@ _LOG_LINE = re.compile(
 
 
 def test_progress_bar_off_a_terminal_writes_whole_lines(tmp_path):
-    """The README's "Long runs" shape, stdout and the log lines to one pipe."""
+    """The shape of docs/long-runs.md, stdout and the log lines to one pipe."""
     out = io.StringIO()  # not a terminal: as `python train.py 2>&1 | tee log`
     log = logging.getLogger("kerasteps")
     handler = logging.StreamHandler(out)

@@ -7,7 +7,7 @@ steps agree with TensorFlow's within `RTOL`: float32 arithmetic in a different
 order (XLA on JAX, eager kernels on torch) changes the last bits, not more.
 
 PyTorch runs where it is installed (`pip install torch`), which CI does not do: see
-the README's "Backends" section for the command that runs these tests under it.
+docs/backends.md for the command that runs these tests under it.
 """
 
 import importlib.util

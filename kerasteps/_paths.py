@@ -163,3 +163,47 @@ def creatable_problem(path: str) -> str | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"cannot create or write {path!r}: no write permission in {existing!r}."
     return None
+
+
+def writable_file(path: str | os.PathLike, argument: str) -> str:
+    """Creates the parent of file `path` if needed and returns `path`; raises naming
+    `argument` if the file cannot be written.
+
+    Args:
+        path: The file.
+        argument: The argument's name, for the error message.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kerasteps._paths import writable_file
+    >>> folder = tempfile.mkdtemp()
+    >>> path = writable_file(os.path.join(folder, "a", "log.jsonl"), "path")
+    >>> os.path.isdir(os.path.dirname(path))
+    True
+    """
+    import tensorflow as tf  # its file system also writes gs://, s3://, hdfs://
+
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"`{argument}` must be a file path, received {path!r}.")
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        raise ValueError(
+            f"`{argument}` must be a file path, received a directory: {path!r}."
+        )
+    parent = os.path.dirname(path) or "."
+    try:
+        tf.io.gfile.makedirs(parent)
+    except Exception as error:  # noqa: BLE001 - report as bad input
+        raise ValueError(
+            f"`{argument}` is not writable: cannot create directory {parent!r} "
+            f"({error})."
+        ) from error
+    if "://" not in path and not os.access(parent, os.W_OK):
+        raise ValueError(
+            f"`{argument}` is not writable: no write permission in {parent!r} "
+            f"(received {path!r})."
+        )
+    if "://" not in path and os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"`{argument}` is not writable: {path!r} is read-only.")
+    return path

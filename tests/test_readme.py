@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from kerasteps._startup import is_noise
 from tests.helpers import ROOT, user_environment
 
@@ -141,3 +143,18 @@ def test_long_runs_script_says_where_it_resumed(tmp_path):
         "Resumed from step 300 (checkpoint runs/long/checkpoints/ckpt-300)"
     )
     assert second.stdout.splitlines()[-1] == "Stopped at step 400."
+
+
+@pytest.mark.neutral
+def test_own_callback_example_runs_as_a_doctest():
+    """The README's own provider, action and sink, written with public names only,
+    print what the README shows (in this process: no subprocess)."""
+    import doctest
+
+    text = blocks(section("Write your own callback"), "python")[0]
+    test = doctest.DocTestParser().get_doctest(text, {}, "README", "README.md", 0)
+    assert len(test.examples) >= 10
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    failures = []
+    runner.run(test, out=failures.append)
+    assert runner.failures == 0, "".join(failures)

@@ -11,8 +11,11 @@ from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.jsonlines_logger import JSONLinesLogger
 from kerasteps.callbacks.log_every import LogEvery
 from kerasteps.callbacks.step_checkpoint import StepCheckpoint
+from kerasteps.callbacks.step_csv_logger import StepCSVLogger
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_progress_bar import StepProgressBar
+from kerasteps.callbacks.step_run import StepRun
+from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.callbacks.step_tensorboard import StepTensorBoard
 from kerasteps.callbacks.stop_at_step import StopAtStep
 from kerasteps.callbacks.stop_on_non_finite import StopOnNonFinite
@@ -22,9 +25,12 @@ from kerasteps.callbacks.validate_every import ValidateEvery
 __all__ = [
     "StepCallback",
     "StepEvent",
+    "StepRun",
+    "StepSink",
     "LogEvery",
     "StepTensorBoard",
     "JSONLinesLogger",
+    "StepCSVLogger",
     "ValidateEvery",
     "StepCheckpoint",
     "StopAtStep",

@@ -6,15 +6,12 @@ import json
 import logging
 import math
 import os
-import threading
 from typing import Any
 
 import tensorflow as tf
 
-from kerasteps import _atomic, _lock, _logcache
-from kerasteps.callbacks import _sinks
-from kerasteps.callbacks.base import StepCallback
-from kerasteps.callbacks.step_event import StepEvent
+from kerasteps import _atomic, _logcache
+from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
 __all__ = ["JSONLinesLogger"]
@@ -62,39 +59,14 @@ def _replace_last_line(path: str, old: str, new: str) -> bool:
     return True
 
 
-def check_writable_file(path: str, argument: str) -> str:
-    """Raises `ValueError` naming `argument` when `path` cannot be written."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"`{argument}` must be a file path, received {path!r}.")
-    path = os.fspath(path)
-    if tf.io.gfile.isdir(path):
-        raise ValueError(
-            f"`{argument}` must be a file path, received a directory: {path!r}."
-        )
-    parent = os.path.dirname(path) or "."
-    try:
-        tf.io.gfile.makedirs(parent)
-    except Exception as error:  # noqa: BLE001 - report as bad input
-        raise ValueError(
-            f"`{argument}` is not writable: cannot create directory {parent!r} "
-            f"({error})."
-        ) from error
-    if "://" not in path and not os.access(parent, os.W_OK):
-        raise ValueError(
-            f"`{argument}` is not writable: no write permission in {parent!r} "
-            f"(received {path!r})."
-        )
-    if "://" not in path and os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"`{argument}` is not writable: {path!r} is read-only.")
-    return path
-
-
-class JSONLinesLogger(StepCallback):
+class JSONLinesLogger(StepSink):
     """Writes one JSON object per logged global step to a JSON-lines file.
 
     Each line holds `step`, `time` (seconds since the epoch), every logged metric,
-    the validation values computed at that step, and the model's step counters
-    (`{"step": n}` for a plain model, `d_step`/`g_step` for a WGAN). A training
+    the validation values computed at that step, the learning rate of every
+    optimizer (`learning_rate`, or `learning_rate/d`, `learning_rate/g`) and the
+    model's step counters (`{"step": n}` for a plain model, `d_step`/`g_step` for
+    a WGAN): the values `StepTensorBoard` writes, keyed as `StepSink` says. A training
     value is about its step: by default the mean over the steps since the previous
     line (`reduce="mean"`), exact across epoch ends and resumes. Lines are
     flushed as they are written, so `pandas.read_json(path, lines=True)` reads the
@@ -120,6 +92,8 @@ class JSONLinesLogger(StepCallback):
             of each `Mean`-type metric over the steps since the previous line, the
             value of the step's own batch, or Keras's running mean since the epoch
             began. Other metrics (AUC) are written as Keras computes them.
+        write_learning_rate: Bool, default True.
+        write_counters: Bool, default True.
 
     Example:
 
@@ -134,28 +108,28 @@ class JSONLinesLogger(StepCallback):
     [5, 10, 15, 20]
     """
 
-    records_extras = True
-    chief_only = True
+    record_unit = "line(s)"
 
     def __init__(
         self,
         path: str | os.PathLike,
         every: int | Every = 100,
         reduce: str = "mean",
+        write_learning_rate: bool = True,
+        write_counters: bool = True,
     ):
-        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        self.path = check_writable_file(path, "path")
-        self._lock_file = _lock.DirectoryLock(self.path, "`path`", file=True)
-        self._pending: dict[str, Any] | None = None
-        self._last_written: int | None = None
-        #: The last line this run wrote, as a record and as written (see `_amend`).
+        super().__init__(
+            path, every, reduce, write_learning_rate, write_counters, argument="path"
+        )
+        self.path = self.place
+        #: The last line this run wrote, as a record and as written (see `amend`).
         self._last_line: tuple[dict[str, Any], str] | None = None
         self._file = None
         self._bytes_written = 0
+        self._last_step_written: int | None = None
         self._sig_at_begin: tuple = ()
-        self._lock = threading.Lock()
 
-    # -- reading what is there ----------------------------------------------------
+    # -- the place --------------------------------------------------------------------
     def _read_lines(self) -> list[tuple[int | None, str]]:
         if not tf.io.gfile.exists(self.path):
             return []
@@ -171,58 +145,47 @@ class JSONLinesLogger(StepCallback):
                 lines.append((step, raw))
         return lines
 
-    def on_run_begin(self, start_step: int) -> None:
-        self._lock_file.acquire()
-        self._pending = None
+    def _known_last_step(self) -> int | None:
+        """The last step, when the file is as this process left it (no read)."""
+        sig = _logcache.signature([self.path])
+        return _logcache.bound_if_unchanged(self.path, sig)
+
+    def held_records(self, start_step: int) -> tuple[bool, bool]:
+        lines = self._read_lines()
+        after = any(step is None or step > start_step for step, _ in lines)
+        return bool(lines), after
+
+    def drop_after(self, step: int) -> int:
+        known = self._known_last_step()
+        if known is not None and known <= step:
+            self._last_step_written = None if known < 0 else known
+            return 0
+        lines = self._read_lines()
+        keep = [raw for at, raw in lines if at is not None and at <= step]
+        if len(keep) != len(lines):
+            _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
+        kept = [at for at, _ in lines if at is not None and at <= step]
+        self._last_step_written = max(kept) if kept else None
+        return len(lines) - len(keep)
+
+    def keep_aside(self, kept: str, upto: int | None) -> None:
+        super().keep_aside(kept, upto)
+        _logcache.forget(self.path)
+
+    def open(self, start_step: int) -> None:
         self._bytes_written = 0
-        self._last_written = self._claim(start_step)
+        self._last_line = None
         self._sig_at_begin = _logcache.signature([self.path])
         self._file = tf.io.gfile.GFile(self.path, "a")
 
-    def _claim(self, start_step: int) -> int | None:
-        """Makes the file this run's: drops its own lines after `start_step`, or
-        keeps another run's aside (see `kerasteps.callbacks._sinks`); returns the
-        last step kept."""
-        owner_path = _sinks.owner_file(self.path, is_file=True)
-        owner = _sinks.read_owner(owner_path)
-        run_id = self.run.run_id
-        if owner == run_id:
-            # The file as this process left it: its last step is known, no read.
-            sig = _logcache.signature([self.path])
-            last = _logcache.bound_if_unchanged(self.path, sig)
-            if last is not None and last <= start_step:
-                return None if last < 0 else last
-        lines = self._read_lines()
-        keep = [raw for step, raw in lines if step is not None and step <= start_step]
-        claim = _sinks.decide(
-            owner,
-            run_id,
-            self.run.run_known,
-            has_records=bool(lines),
-            has_records_after=len(keep) != len(lines),
-        )
-        if claim is _sinks.Claim.PURGE and len(keep) != len(lines):
-            _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
-            _sinks.report_dropped(
-                "JSONLinesLogger",
-                start_step,
-                len(lines) - len(keep),
-                "line(s)",
-                self.path,
-            )
-        elif claim in (_sinks.Claim.ASIDE, _sinks.Claim.CONTINUE):
-            kept = _sinks.aside_path(self.path, is_file=True)
-            tf.io.gfile.rename(self.path, kept)
-            _logcache.forget(self.path)
-            _sinks.report_aside("JSONLinesLogger", start_step, self.path, kept, claim)
-            if claim is _sinks.Claim.ASIDE:
-                lines = []
-            else:
-                _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
-        if owner != run_id:
-            _sinks.write_owner(owner_path, run_id)
-        steps = [step for step, _ in lines if step is not None and step <= start_step]
-        return max(steps) if steps else None
+    def close(self) -> None:
+        try:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                self._remember_last_step()
+        finally:
+            self._last_line = None
 
     def _remember_last_step(self) -> None:
         """After closing: if the file grew by exactly what this logger wrote,
@@ -238,32 +201,27 @@ class JSONLinesLogger(StepCallback):
         if not grown:
             _logcache.forget(self.path)
             return
-        last = -1 if self._last_written is None else self._last_written
-        _logcache.remember(self.path, sig, last)
+        last = self._last_step_written
+        _logcache.remember(self.path, sig, -1 if last is None else last)
 
     # -- writing ------------------------------------------------------------------
-    def _flush_pending(self) -> None:
-        record = self._pending
-        self._pending = None
-        if record is None or self._file is None:
-            return
-        if self._last_written is not None and record["step"] <= self._last_written:
-            self._amend(record)
-            return
+    def write(self, step: int, values: dict[str, Any], time: float) -> None:
+        record = {"step": step, "time": round(time, 6), **values}
+        record["step"] = step  # a plain model's counter `step` is the step
         line = _encode(record)
         self._file.write(line)
         self._bytes_written += len(line.encode())
         self._file.flush()
-        self._last_written = record["step"]
+        self._last_step_written = step
         self._last_line = (record, line)
 
-    def _amend(self, late: dict[str, Any]) -> None:
+    def amend(self, step: int, values: dict[str, Any], time: float) -> None:
         """Adds values that come after their step's line was written to that line.
 
         Keras's epoch-end validation (`validation_data`) comes after the epoch's
-        last batch. The hub knows that batch in advance when the epoch has a known
-        length, and this logger then holds the line until `flush()`; but an epoch
-        can also end at a step where nobody knew it would: a stop requested there
+        last batch. The run knows that batch in advance when the epoch has a known
+        length, and the line then waits for the epoch end; but an epoch can also
+        end at a step where nobody knew it would: a stop requested there
         (`StopAtStep` acts after the sinks, `StopOnNonFinite`), or a dataset of
         unknown length running out. Then the step's line is out, and it is
         rewritten in place (the last line only) with the late values added.
@@ -271,10 +229,10 @@ class JSONLinesLogger(StepCallback):
         if self._last_line is None or self._file is None:
             return
         written, old = self._last_line
-        if late["step"] != written["step"]:
+        if step != written["step"]:
             return
         merged = dict(written)
-        merged.update((k, v) for k, v in late.items() if k not in ("step", "time"))
+        merged.update((k, v) for k, v in values.items() if k not in ("step", "time"))
         if merged == written:
             return
         line = _encode(merged)
@@ -294,32 +252,3 @@ class JSONLinesLogger(StepCallback):
             return
         self._bytes_written += len(line.encode()) - len(old.encode())
         self._last_line = (merged, line)
-
-    def on_step(self, event: StepEvent) -> None:
-        with self._lock:
-            if self._pending is not None and self._pending["step"] != event.step:
-                self._flush_pending()
-            if self._pending is None:
-                self._pending = {"step": event.step, "time": round(event.time, 6)}
-            self._pending.update(event.values())
-            if event.scheduled:
-                self._pending.update(event.counters)
-                self._pending["step"] = event.step
-            if not event.epoch_last:
-                self._flush_pending()
-
-    def flush(self) -> None:
-        with self._lock:
-            self._flush_pending()
-
-    def on_run_end(self, final_step: int) -> None:
-        with self._lock:
-            try:
-                self._flush_pending()
-                if self._file is not None:
-                    self._file.close()
-                    self._file = None
-                    self._remember_last_step()
-            finally:
-                self._last_line = None
-                self._lock_file.release()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,11 +12,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasteps import _eventfiles, _lock
-from kerasteps._paths import writable_dir
-from kerasteps.callbacks import _sinks
-from kerasteps.callbacks.base import StepCallback
+from kerasteps import _eventfiles
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
 __all__ = ["StepTensorBoard"]
@@ -77,7 +74,7 @@ def _check_run_names(train_run: Any, validation_run: Any) -> None:
         )
 
 
-class StepTensorBoard(StepCallback):
+class StepTensorBoard(StepSink):
     """Writes TensorBoard scalars at the true global step, every N steps.
 
     Training values go to the run `<log_dir>/train`, validation values (from
@@ -135,8 +132,8 @@ class StepTensorBoard(StepCallback):
     ...               callbacks=[StepTensorBoard(log_dir, every=5)])
     """
 
-    records_extras = True
-    chief_only = True
+    place_is_file = False
+    record_unit = "value(s)"
 
     def __init__(
         self,
@@ -151,8 +148,16 @@ class StepTensorBoard(StepCallback):
         validation_run: str = "validation",
         reduce: str = "mean",
     ):
-        super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        self.log_dir = writable_dir(log_dir, "log_dir")
+        _check_run_names(train_run, validation_run)
+        super().__init__(
+            log_dir,
+            every,
+            reduce,
+            write_learning_rate,
+            write_counters,
+            argument="log_dir",
+        )
+        self.log_dir = self.place
         self.histogram_every = _optional_every(histogram_every, "histogram_every")
         self.images = _check_images(images)
         self.image_every = (
@@ -163,15 +168,9 @@ class StepTensorBoard(StepCallback):
                 name="image_every",
             )
         )
-        _check_run_names(train_run, validation_run)
-        self.write_learning_rate = bool(write_learning_rate)
-        self.write_counters = bool(write_counters)
         self.train_run = train_run
         self.validation_run = validation_run
-        self._lock_dir = _lock.DirectoryLock(self.log_dir, "`log_dir`")
         self._writers: dict[str, _eventfiles.EventWriter] = {}
-        self._last_written: dict[str, int] = {}
-        self._lock = threading.Lock()
 
     def run_dir(self, run: str) -> str:
         """Returns the directory of a run (`"train"` or `"validation"`).
@@ -188,50 +187,52 @@ class StepTensorBoard(StepCallback):
         """
         return os.path.join(self.log_dir, run)
 
-    def on_run_begin(self, start_step: int) -> None:
-        self._lock_dir.acquire()
-        self._close_writers()
-        runs = (self.train_run, self.validation_run)
-        self._claim(start_step, runs)
-        self._last_written = dict.fromkeys(runs, start_step)
+    # -- the place --------------------------------------------------------------------
+    def _runs(self) -> tuple[str, str]:
+        return (self.train_run, self.validation_run)
 
-    def _claim(self, start_step: int, runs: tuple[str, ...]) -> None:
-        """Makes `log_dir` this run's: drops its own points after `start_step`, or
-        keeps another run's aside (see `kerasteps.callbacks._sinks`)."""
-        owner_path = _sinks.owner_file(self.log_dir, is_file=False)
-        owner = _sinks.read_owner(owner_path)
-        run_id, run_known = self.run.run_id, self.run.run_known
-        if owner == run_id:
-            claim = _sinks.Claim.PURGE
-        else:
-            steps = [_eventfiles.max_step(self.run_dir(run)) for run in runs]
-            claim = _sinks.decide(
-                owner,
-                run_id,
-                run_known,
-                has_records=any(s is not None for s in steps),
-                has_records_after=any(s is not None and s > start_step for s in steps),
-            )
-        if claim is _sinks.Claim.PURGE:
-            for run in runs:
-                run_dir = self.run_dir(run)
-                dropped = _eventfiles.truncate_after(run_dir, start_step)
-                _sinks.report_dropped(
-                    "StepTensorBoard", start_step, dropped, "value(s)", run_dir
-                )
-        elif claim is not _sinks.Claim.WRITE:
-            kept = _sinks.aside_path(self.log_dir, is_file=False)
-            for run in runs:
-                moved = _eventfiles.move_aside(
-                    self.run_dir(run), os.path.join(kept, run)
-                )
-                if claim is _sinks.Claim.CONTINUE and moved:
-                    _eventfiles.copy_until(moved, self.run_dir(run), start_step)
-            _sinks.report_aside(
-                "StepTensorBoard", start_step, self.log_dir, kept, claim
-            )
-        if owner != run_id:
-            _sinks.write_owner(owner_path, run_id)
+    def held_records(self, start_step: int) -> tuple[bool, bool]:
+        steps = [_eventfiles.max_step(self.run_dir(run)) for run in self._runs()]
+        return (
+            any(s is not None for s in steps),
+            any(s is not None and s > start_step for s in steps),
+        )
+
+    def drop_after(self, step: int) -> int:
+        return sum(
+            _eventfiles.truncate_after(self.run_dir(run), step) for run in self._runs()
+        )
+
+    def keep_aside(self, kept: str, upto: int | None) -> None:
+        """Moves the run folders (nothing else in `log_dir`) to `kept`."""
+        for run in self._runs():
+            moved = _eventfiles.move_aside(self.run_dir(run), os.path.join(kept, run))
+            if upto is not None and moved:
+                _eventfiles.copy_until(moved, self.run_dir(run), upto)
+
+    def open(self, start_step: int) -> None:
+        self._close_writers()
+
+    def close(self) -> None:
+        self._close_writers()
+
+    def key(self, name: str, kind: str) -> str | None:
+        """`run/tag`: validation values in the validation run without `val_`, the
+        rest in the train run (counters as `counters/<name>`).
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.callbacks import StepTensorBoard
+        >>> board = StepTensorBoard(tempfile.mkdtemp())
+        >>> board.key("val_loss", "validation"), board.key("d_step", "counter")
+        ('validation/loss', 'train/counters/d_step')
+        """
+        if kind == "validation":
+            return f"{self.validation_run}/{name[4:]}"
+        if kind == "counter":
+            return f"{self.train_run}/counters/{name}"
+        return f"{self.train_run}/{super().key(name, kind)}"
 
     def _writer(self, run: str) -> _eventfiles.EventWriter:
         writer = self._writers.get(run)
@@ -245,31 +246,24 @@ class StepTensorBoard(StepCallback):
             return
         self._writer(run).write_summary(step, values, wall_time)
 
-    def on_step(self, event: StepEvent) -> None:
-        with self._lock:
-            self._write_event(event)
-
-    def _write_event(self, event: StepEvent) -> None:
-        step = event.step
-        train, validation = [], []
-        for name, value in event.values().items():
-            if name.startswith("val_"):
-                validation.append(_eventfiles.scalar_value(name[4:], value))
-            else:
-                train.append(_eventfiles.scalar_value(name, value))
-        if event.scheduled:
-            if self.write_learning_rate:
-                for name, rate in event.learning_rates().items():
-                    tag = "learning_rate" + (f"/{name}" if name else "")
-                    train.append(_eventfiles.scalar_value(tag, rate))
-            if self.write_counters:
-                for name, value in event.counters.items():
-                    train.append(_eventfiles.scalar_value(f"counters/{name}", value))
-        train.extend(self._extras(event))
-        self._write(self.train_run, step, train, event.time)
-        self._write(self.validation_run, step, validation, event.time)
+    def write(self, step: int, values: dict[str, Any], time: float) -> None:
+        by_run: dict[str, list] = {}
+        for key, value in values.items():
+            run, tag = key.split("/", 1)
+            by_run.setdefault(run, []).append(_eventfiles.scalar_value(tag, value))
+        for run, summaries in by_run.items():
+            self._write(run, step, summaries, time)
         for writer in self._writers.values():
             writer.flush()
+
+    def on_step(self, event: StepEvent) -> None:
+        super().on_step(event)
+        if event.scheduled:
+            extra = self._extras(event)
+            if extra:
+                with self._write_lock:
+                    self._write(self.train_run, event.step, extra, event.time)
+                    self._writer(self.train_run).flush()
 
     def schedules(self) -> list[Every]:
         """The scalar schedule, and those of the histograms and images.
@@ -318,7 +312,7 @@ class StepTensorBoard(StepCallback):
         """Histograms and images on their own schedules, between scalar points."""
         extra = self._extras(event)
         if extra:
-            with self._lock:
+            with self._write_lock:
                 self._write(self.train_run, event.step, extra, event.time)
                 self._writer(self.train_run).flush()
 
@@ -326,10 +320,3 @@ class StepTensorBoard(StepCallback):
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
-
-    def on_run_end(self, final_step: int) -> None:
-        with self._lock:
-            try:
-                self._close_writers()
-            finally:
-                self._lock_dir.release()

@@ -27,7 +27,9 @@ def test_records_hold_step_time_metrics_and_counters_and_read_with_pandas(tmp_pa
     )
     frame = pd.read_json(path, lines=True)
     assert frame["step"].tolist() == [5, 10]
-    assert set(frame.columns) == {"step", "time", "loss", "mae"}
+    assert set(frame.columns) == {"step", "time", "loss", "mae", "learning_rate"}
+    rate = float(model.optimizer.learning_rate.numpy())
+    assert frame["learning_rate"].tolist() == pytest.approx([rate, rate])
     assert (frame["time"].diff().dropna() >= 0).all()
     assert frame["loss"].gt(0).all() and frame["mae"].gt(0).all()
 

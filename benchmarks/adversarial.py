@@ -189,9 +189,9 @@ def child_kill(directory: str, total: int, reference: str | None) -> int:
     import keras
     import numpy as np
 
-    from kerasteps import _model_state
     from kerasteps import steps as steps_lib
     from kerasteps.callbacks import StepCheckpoint
+    from kerasteps.checkpoint import _model_state
     from kerasteps.data import skip_consumed
 
     model = kill_model()
@@ -239,7 +239,7 @@ def child_race() -> int:
     """Races for run directories, one trial per `prepare DIR` line on stdin: builds
     a model and its callbacks on DIR, says `ARMED`, waits for `go`, fits 40 steps
     (`STEP n` each), then says `DONE n`, or `LOCKED <message>` if DIR is taken."""
-    from kerasteps._lock import LockedError
+    from kerasteps._files._lock import LockedError
     from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
 
     marker = _marker(lambda hook, batch: None, sleep=0.03)
@@ -467,7 +467,7 @@ def scenario_kill(tmp: str, kills: int) -> str:
     import numpy as np
 
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint_store import CheckpointStore, read_state
+    from kerasteps.checkpoint.store import CheckpointStore, read_state
 
     keras_ready()
     ref_npz = os.path.join(tmp, "reference.npz")
@@ -707,7 +707,7 @@ def scenario_damaged(tmp: str) -> str:
 # -- 3. paths outside the directory ---------------------------------------------------
 def scenario_outside(tmp: str) -> str:
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint_store import CheckpointStore
+    from kerasteps.checkpoint.store import CheckpointStore
 
     keras_ready()
     observed, problems = [], []
@@ -799,7 +799,7 @@ def scenario_other_model(tmp: str) -> str:
     import numpy as np
 
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint_store import CheckpointStore
+    from kerasteps.checkpoint.store import CheckpointStore
 
     keras_ready()
     saved = saved_directory(tmp, "saved", optimizer="adam")
@@ -1011,7 +1011,7 @@ def _race(tmp, trial, mode, children, counts, host) -> str | None:
 # -- 7. signals ---------------------------------------------------------------------
 def scenario_signals(tmp: str) -> str:
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint_store import CheckpointStore, read_state
+    from kerasteps.checkpoint.store import CheckpointStore, read_state
 
     keras_ready()
     lock = threading.Lock()
@@ -1087,7 +1087,7 @@ def scenario_signals(tmp: str) -> str:
 # -- 8. a full disk -----------------------------------------------------------------
 def scenario_full_disk(tmp: str, runs: int = 20) -> str:
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint_store import read_state
+    from kerasteps.checkpoint.store import read_state
 
     keras_ready()
     probe = Path(tmp) / "probe"

@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from kerasteps.callbacks import StepCheckpoint  # noqa: E402
-from kerasteps.checkpoint_store import CheckpointStore  # noqa: E402
+from kerasteps.checkpoint.store import CheckpointStore  # noqa: E402
 
 EVERY = 25
 WIDTH = 2048

@@ -4,7 +4,7 @@
 
 Each trial prepares the lock of a run directory, forks `--processes` separate
 processes (not threads) that all wait on one pipe, then releases them together with
-one write: each takes the directory's lock (`kerasteps._lock.DirectoryLock`),
+one write: each takes the directory's lock (`kerasteps._files._lock.DirectoryLock`),
 reports whether it holds it, and keeps holding it until every process has answered
 (the parent closes a second pipe). Then they exit without releasing, as a process
 killed with kill -9 would. The modes (`--mode all` runs each in turn):
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's kerasteps
 
-from kerasteps._lock import LOCK_NAME, DirectoryLock, LockedError  # noqa: E402
+from kerasteps._files._lock import LOCK_NAME, DirectoryLock, LockedError  # noqa: E402
 
 MODES = ("stale", "empty", "none")
 

@@ -1,7 +1,8 @@
 """The global random generators a checkpoint holds besides the model's (private).
 
 Keras keeps the state of its seeded random ops in the model: every
-`keras.random.SeedGenerator` is a variable, which `kerasteps._model_state` saves.
+`keras.random.SeedGenerator` is a variable, which `kerasteps.checkpoint._model_state`
+saves.
 On PyTorch two draws escape the model: an unseeded `keras.layers.Dropout` (no
 `seed=`) calls `torch.nn.functional.dropout`, which draws from torch's global
 generator, and Keras's PyTorch trainer shuffles array data (`shuffle=True`) with a

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kerasteps import _compat
-from kerasteps._paths import in_pseudo_file_system, is_file_system_root
+from kerasteps._files._paths import in_pseudo_file_system, is_file_system_root
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
 

@@ -88,7 +88,7 @@ Where recipes are found
 
 The bundled recipes are the files of the package `kerasteps.recipes`; `kerasteps list`
 shows them and `kerasteps run NAME` runs one (a `-` in `NAME` is read as `_`). Finding
-and loading recipe files is the launcher's concern (`kerasteps/_recipe_files.py`);
+and loading recipe files is the launcher's concern (`kerasteps/recipes/_files.py`);
 `find_recipes`, `recipe_description` and `load_recipe` stay importable from here.
 """
 
@@ -107,11 +107,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from kerasteps import _startup
-from kerasteps._paths import creatable_problem
+from kerasteps._files._paths import creatable_problem
 from kerasteps._validate import check_int
 
 if TYPE_CHECKING:  # imported with Keras on first use, by `__getattr__` below
-    from kerasteps._recipe_callbacks import ProvideEvery, TrainingClock
+    from kerasteps.recipes._callbacks import ProvideEvery, TrainingClock
 
 __all__ = [
     "ProvideEvery",
@@ -498,7 +498,7 @@ def _save_settings(folder: RunFolder, settings: Mapping[str, Any]) -> None:
     """Writes `run.json`, after checking a resumed run's saved settings."""
     import json
 
-    from kerasteps import _atomic
+    from kerasteps._files import _atomic
 
     path = os.path.join(folder.path, SETTINGS_FILE)
     if folder.resumed and os.path.exists(path):
@@ -683,7 +683,7 @@ def warm_up(model: Any, data: Any, steps: int) -> None:
     >>> all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
     True
     """
-    from kerasteps import _model_state
+    from kerasteps.checkpoint import _model_state
 
     steps = check_int("steps", steps)
     optimizer = model.optimizer
@@ -739,11 +739,11 @@ def __getattr__(name: str) -> Any:
     # The kit's callbacks, and the launcher's recipe-file functions (importable
     # from here as before).
     if name in _CALLBACKS:
-        from kerasteps import _recipe_callbacks
+        from kerasteps.recipes import _callbacks as _recipe_callbacks
 
         return getattr(_recipe_callbacks, name)
     if name in ("find_recipes", "recipe_description", "load_recipe"):
-        from kerasteps import _recipe_files
+        from kerasteps.recipes import _files as _recipe_files
 
         return getattr(_recipe_files, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,8 +25,9 @@ import tensorflow as tf
 from click.testing import CliRunner
 
 import kerasteps
-from kerasteps import _recipe_files, events, recipe
+from kerasteps import events, recipe
 from kerasteps.cli import best_mode, main
+from kerasteps.recipes import _files as _recipe_files
 from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scalars
 
 # Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from kerasteps import _compat
-from kerasteps._model_state import StateLayout
+from kerasteps.checkpoint._model_state import StateLayout
 from tests.helpers import ROOT
 
 BACKEND = keras.backend.backend()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasteps._lock import LOCK_NAME, DirectoryLock, LockedError
+from kerasteps._files._lock import LOCK_NAME, DirectoryLock, LockedError
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLDER = ROOT / "tests" / "scripts" / "lock_holder.py"
@@ -88,7 +88,7 @@ def _owner(directory: Path, name: str = LOCK_NAME) -> dict:
 
 
 def test_the_lock_module_imports_without_tensorflow():
-    code = "import sys, kerasteps._lock; print('tensorflow' in sys.modules)"
+    code = "import sys, kerasteps._files._lock; print('tensorflow' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

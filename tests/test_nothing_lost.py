@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from kerasteps.callbacks import LogEvery, StepCheckpoint, StopOnNonFinite
-from kerasteps.checkpoint_store import CheckpointStore
+from kerasteps.checkpoint.store import CheckpointStore
 from tests.helpers import ROOT, SCRIPTS, NanAtStep, fit_steps, tiny_data, tiny_model
 
 

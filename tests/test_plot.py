@@ -1,4 +1,4 @@
-"""Tests for `kerasteps plot` and its rules (kerasteps._plot)."""
+"""Tests for `kerasteps plot` and its rules (kerasteps.cli._plot)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from kerasteps import _plot, events
+from kerasteps import events
+from kerasteps.cli import _plot
 from tests.helpers import invoke, write_scalars
 
 # Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].

@@ -29,7 +29,7 @@ from kerasteps.callbacks import (
     Throughput,
     ValidateEvery,
 )
-from kerasteps.checkpoint_store import NonFiniteStateError
+from kerasteps.checkpoint.store import NonFiniteStateError
 from kerasteps.data import skip_consumed
 from tests.helpers import ROOT, NanAtStep, fit_steps, tiny_data, tiny_model, tiny_wgan
 
@@ -715,5 +715,5 @@ def test_a_recipe_file_that_cannot_load_shows_its_own_error(tmp_path, source, sh
     assert f"the recipe file {str(path)!r} cannot be loaded" in result.stderr
     assert f'File "{path}", line ' in result.stderr
     assert shown in result.stderr
-    assert "kerasteps/cli.py" not in result.stderr
+    assert "kerasteps/cli/__init__.py" not in result.stderr
     assert "kerasteps/recipe.py" not in result.stderr

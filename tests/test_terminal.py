@@ -30,9 +30,8 @@ import keras
 import numpy as np
 import pytest
 
-from kerasteps import _terminal
-from kerasteps._terminal import LiveLine
-from kerasteps.callbacks import LogEvery, StepProgressBar
+from kerasteps.callbacks import LogEvery, StepProgressBar, _terminal
+from kerasteps.callbacks._terminal import LiveLine
 from tests.helpers import ROOT
 
 SCRIPT = ROOT / "tests" / "scripts" / "progress_terminal.py"

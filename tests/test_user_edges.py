@@ -135,7 +135,7 @@ def test_summary_reads_a_damaged_event_file_up_to_the_damage(tmp_path, caplog):
 
 def test_resuming_into_a_damaged_event_file_reads_up_to_the_damage(tmp_path, caplog):
     """TensorFlow's reader would allocate 2**40 bytes (a crash, not an error)."""
-    from kerasteps import _eventfiles
+    from kerasteps._files import _eventfiles
 
     bad = tmp_path / "train" / "events.out.tfevents.1.host"
     _damaged_event_file(bad)

@@ -37,7 +37,7 @@ from itertools import count
 
 import tensorflow as tf
 
-from kerasteps import _atomic
+from kerasteps._files import _atomic
 
 logger = logging.getLogger("kerasteps")
 

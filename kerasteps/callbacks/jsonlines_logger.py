@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from kerasteps import _atomic, _logcache
+from kerasteps._files import _atomic, _logcache
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 

@@ -10,15 +10,15 @@ from collections.abc import Iterable
 import keras
 import tensorflow as tf
 
-from kerasteps import _lock, _signals
 from kerasteps import steps as steps_lib
-from kerasteps._paths import writable_dir
+from kerasteps._files import _lock
+from kerasteps._files._paths import writable_dir
 from kerasteps._validate import check_int
-from kerasteps.callbacks import _sinks, _windows
+from kerasteps.callbacks import _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.checkpoint.resume_state import ResumeState
-from kerasteps.checkpoint_store import (
+from kerasteps.checkpoint.store import (
     NAME_RE,
     CheckpointInfo,
     CheckpointStore,
@@ -121,7 +121,7 @@ class StepCheckpoint(StepCallback):
     another notebook cell, a sweep, or under another Keras backend (TensorFlow, JAX,
     PyTorch). Restores are strict: a variable missing from the checkpoint, or one
     the model does not have, raises a `ValueError` naming it (see
-    `kerasteps.checkpoint_store` for partial restores). The slots of an optimizer
+    `kerasteps.checkpoint.store` for partial restores). The slots of an optimizer
     that is not built yet when you restore (a custom `train_step`'s) are assigned
     the moment it builds them, before its first update. Paths may be remote
     (`gs://...`, through `tf.io.gfile`). Checkpoints of kerasteps 0.1.0 (a
@@ -184,7 +184,7 @@ class StepCheckpoint(StepCallback):
 
     Attributes:
         directory: The checkpoint directory, as a path string.
-        store: The `kerasteps.checkpoint_store.CheckpointStore` that writes and
+        store: The `kerasteps.checkpoint.store.CheckpointStore` that writes and
             reads `directory` (`StopOnNonFinite(checkpoint=...)` saves the last
             finite state through it, one writer for the directory).
 
@@ -393,7 +393,7 @@ class StepCheckpoint(StepCallback):
             The `CheckpointInfo` of the checkpoint.
 
         Raises:
-            kerasteps.checkpoint_store.NonFiniteStateError: if a weight or an
+            kerasteps.checkpoint.store.NonFiniteStateError: if a weight or an
                 optimizer variable holds a NaN or an infinity (nothing is written).
 
         Example:

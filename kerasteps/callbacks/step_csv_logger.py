@@ -9,7 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from kerasteps import _atomic
+from kerasteps._files import _atomic
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 import keras
 
 from kerasteps import _compat
-from kerasteps._terminal import LiveLine
 from kerasteps._validate import check_int, check_names
+from kerasteps.callbacks._terminal import LiveLine
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.callbacks.step_run import StepRun

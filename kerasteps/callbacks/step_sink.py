@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import tensorflow as tf
 
-from kerasteps import _lock
-from kerasteps._paths import writable_dir, writable_file
+from kerasteps._files import _lock
+from kerasteps._files._paths import writable_dir, writable_file
 from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasteps import _eventfiles
+from kerasteps._files import _eventfiles
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every

@@ -8,11 +8,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from kerasteps import _finite, _model_state
-from kerasteps._paths import writable_dir
+from kerasteps._files._paths import writable_dir
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
-from kerasteps.checkpoint_store import Capture, CheckpointInfo, CheckpointStore
+from kerasteps.checkpoint import _finite, _model_state
+from kerasteps.checkpoint.store import Capture, CheckpointInfo, CheckpointStore
 from kerasteps.schedule import Every
 
 __all__ = ["StopOnNonFinite"]
@@ -67,7 +67,7 @@ class StopOnNonFinite(StepCallback):
     Sinks still record that step, so the NaN is visible where it happened.
 
     Last finite state: with `checkpoint=` (a `StepCheckpoint`, whose public `store`
-    it writes to, a `kerasteps.checkpoint_store.CheckpointStore`, or a directory), a
+    it writes to, a `kerasteps.checkpoint.store.CheckpointStore`, or a directory), a
     copy of the model and optimizer variables is kept in memory at every check
     whose losses and variables are all finite; when a loss goes non-finite, that
     copy is saved as a checkpoint (`checkpoint_saved`), the newest of the

@@ -30,9 +30,9 @@ import pytest
 import tensorflow as tf
 
 import kerasteps
-from kerasteps import _model_state
 from kerasteps.callbacks import StepCheckpoint
-from kerasteps.checkpoint_store import CheckpointStore
+from kerasteps.checkpoint import _model_state
+from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.data import skip_consumed
 from kerasteps.models import WGAN
 from tests.helpers import (

@@ -226,7 +226,7 @@ def test_bad_images_argument(tmp_path):
 def test_fit_in_a_loop_does_not_read_back_its_own_event_files(tmp_path, monkeypatch):
     """A loop of `fit(epochs=1)` calls: each run starts where this process left
     the files, so they are not read again (that read grows with the log)."""
-    from kerasteps import _eventfiles
+    from kerasteps._files import _eventfiles
 
     reads = []
     read_events = _eventfiles.read_events

@@ -16,7 +16,7 @@ from kerasteps.callbacks import (
     StepCheckpoint,
     StopOnNonFinite,
 )
-from kerasteps.checkpoint_store import CheckpointStore
+from kerasteps.checkpoint.store import CheckpointStore
 from tests.helpers import (
     NanAtStep,
     fit_on_tiny_data,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import kerasteps
-from kerasteps._model_state import StateLayout
-from kerasteps.checkpoint_store import CheckpointStore, read_state
+from kerasteps.checkpoint._model_state import StateLayout
+from kerasteps.checkpoint.store import CheckpointStore, read_state
 from kerasteps.models import WGAN
 
 pytestmark = pytest.mark.neutral

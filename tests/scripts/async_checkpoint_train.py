@@ -26,8 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from kerasteps import _model_state  # noqa: E402
 from kerasteps.callbacks import StepCheckpoint  # noqa: E402
+from kerasteps.checkpoint import _model_state  # noqa: E402
 
 STEPS_PER_EPOCH = 5
 BATCH = 4

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from kerasteps._lock import DirectoryLock, LockedError
+from kerasteps._files._lock import DirectoryLock, LockedError
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ kerasteps summary LOGDIR [--tag TAG]...
 ```
 
 `list` and `run NAME` show and run the bundled recipes, the package
-`kerasteps.recipes` (see `kerasteps._recipe_files`). `plot` and `summary` read the
+`kerasteps.recipes` (see `kerasteps.recipes._files`). `plot` and `summary` read the
 event files with `kerasteps.events.read_scalars`: a run is each directory under
 LOGDIR that holds event files, named by its path relative to LOGDIR (`.` for LOGDIR
 itself), and every step is the step the summary was written at (the global step for
@@ -44,7 +44,8 @@ from pathlib import Path
 
 import click
 
-from kerasteps import __version__, _recipe_files, _startup
+from kerasteps import __version__, _startup
+from kerasteps.recipes import _files as _recipe_files
 
 __all__ = ["main"]
 
@@ -56,7 +57,7 @@ def _logdir_to_read(
 ) -> str:
     """LOGDIR of `board`, `plot`, `summary`: not the file system's root, whose walk
     would read every event file of the machine (and take minutes)."""
-    from kerasteps._paths import is_file_system_root
+    from kerasteps._files._paths import is_file_system_root
 
     if is_file_system_root(value):
         raise click.BadParameter(
@@ -235,7 +236,7 @@ def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) 
     """
     _check_port_free(host, port)
     # The child watches this process and ends with it, even after a `kill -9`.
-    command = [sys.executable, "-m", "kerasteps._board_child", str(os.getpid())]
+    command = [sys.executable, "-m", "kerasteps.cli._board_child", str(os.getpid())]
     command += ["--logdir", logdir, "--host", host, "--port", str(port)]
     # TensorBoard needs no Keras backend; with KERAS_BACKEND=torch, importing torch
     # and TensorFlow's TensorBoard into one process ends in a segmentation fault.
@@ -367,7 +368,7 @@ def plot(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from kerasteps import _plot
+    from kerasteps.cli import _plot
 
     extension = Path(output).suffix.lstrip(".").lower()
     formats = FigureCanvasAgg(Figure()).get_supported_filetypes()

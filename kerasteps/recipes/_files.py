@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 
 #: The folder of the bundled recipes: the package `kerasteps.recipes`.
-BUNDLED = Path(__file__).resolve().parent / "recipes"
+BUNDLED = Path(__file__).resolve().parent
 
 
 def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
@@ -43,7 +43,7 @@ def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps._recipe_files import find_recipes
+    >>> from kerasteps.recipes._files import find_recipes
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (folder / "hello.py").write_text('\"\"\"Say hello.\"\"\"')
     >>> _ = (folder / "_helper.py").write_text("x = 1")
@@ -75,7 +75,7 @@ def recipe_description(path: str | os.PathLike) -> str:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps._recipe_files import recipe_description
+    >>> from kerasteps.recipes._files import recipe_description
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
     >>> _ = path.write_text('\"\"\"Say hello.\\n\\nMore text.\"\"\"\\nimport click\\n')
     >>> recipe_description(path)
@@ -112,7 +112,7 @@ def load_recipe(path: str | os.PathLike) -> click.Command:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps._recipe_files import load_recipe
+    >>> from kerasteps.recipes._files import load_recipe
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
     >>> _ = path.write_text(
     ...     '\"\"\"Say hello.\"\"\"\\nimport click\\n'

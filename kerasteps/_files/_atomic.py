@@ -50,7 +50,7 @@ def replace_file(path: str, write: Callable[[str], Any]) -> None:
     Example:
 
     >>> import os, tempfile
-    >>> from kerasteps._atomic import replace_file
+    >>> from kerasteps._files._atomic import replace_file
     >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
     >>> replace_file(path, lambda tmp: open(tmp, "w").write("new"))
     >>> open(path).read()
@@ -88,7 +88,7 @@ def write_text(path: str, text: str) -> None:
     Example:
 
     >>> import os, tempfile
-    >>> from kerasteps._atomic import write_text
+    >>> from kerasteps._files._atomic import write_text
     >>> path = os.path.join(tempfile.mkdtemp(), "index.json")
     >>> write_text(path, "{}")
     >>> open(path).read()
@@ -108,7 +108,7 @@ def is_temporary(name: str) -> bool:
 
     Example:
 
-    >>> from kerasteps._atomic import is_temporary
+    >>> from kerasteps._files._atomic import is_temporary
     >>> is_temporary(".kerasteps-12-0a1b2c3d.tmp"), is_temporary("checkpoint.json")
     (True, False)
     """

@@ -28,7 +28,7 @@ The rules, also in `kerasteps plot --help`:
 
 Example:
 
->>> from kerasteps._plot import choose_tags
+>>> from kerasteps.cli._plot import choose_tags
 >>> scalars = {"train": {"counters/step": [(1, 1.0), (2, 2.0)],
 ...                      "learning_rate": [(1, 0.1), (2, 0.1)],
 ...                      "accuracy": [(1, 0.5), (2, 0.75)],
@@ -140,7 +140,7 @@ def order_tags(tags: Iterable[str]) -> list[str]:
 
     Example:
 
-    >>> from kerasteps._plot import order_tags
+    >>> from kerasteps.cli._plot import order_tags
     >>> order_tags(["wasserstein", "learning_rate/g", "g_loss", "d_loss",
     ...             "counters/g_step", "steps_per_second", "val_accuracy",
     ...             "accuracy", "val_loss", "loss"])  # doctest: +NORMALIZE_WHITESPACE
@@ -216,7 +216,7 @@ def left_out_line(
 
     Example:
 
-    >>> from kerasteps._plot import left_out_line
+    >>> from kerasteps.cli._plot import left_out_line
     >>> scalars = {"train": {"learning_rate": [(1, 0.05), (2, 0.05)]}}
     >>> print(left_out_line([("learning_rate", "constant"),
     ...                      ("counters/step", "step counter")], scalars))
@@ -272,7 +272,7 @@ def choose_xscale(scalars: Scalars, tags: Sequence[str], xscale: str = "auto") -
 
     Example:
 
-    >>> from kerasteps._plot import choose_xscale
+    >>> from kerasteps.cli._plot import choose_xscale
     >>> runs = {"full_batch": {"loss": [(0, 1.0), (20, 0.5)]},
     ...         "sgd": {"loss": [(0, 1.0), (60000, 0.1)]}}
     >>> choose_xscale(runs, ["loss"]), choose_xscale(runs, ["loss"], "linear")
@@ -299,7 +299,7 @@ def non_finite_note(values: Sequence[float]) -> str:
 
     Example:
 
-    >>> from kerasteps._plot import non_finite_note
+    >>> from kerasteps.cli._plot import non_finite_note
     >>> inf = float("inf")
     >>> non_finite_note([inf] * 12), non_finite_note([1.0, inf, float("nan")])
     ('all 12 values are inf', '2 of 3 values are not finite (not drawn)')
@@ -338,7 +338,7 @@ def make_figure(
 
     Example:
 
-    >>> from kerasteps._plot import make_figure
+    >>> from kerasteps.cli._plot import make_figure
     >>> figure = make_figure({"train": {"loss": [(1, 1.0), (2, 0.5)],
     ...                                 "reverse_kl": [(1, float("inf"))] * 2}},
     ...                      ["loss", "reverse_kl"])

@@ -16,7 +16,7 @@ atomically, the other old files are then removed. TensorBoard's readers (the Pyt
 `EventAccumulator` and the data server behind `tensorboard --logdir`) then simply
 never see the dropped steps. A run directory this process wrote last, unchanged
 since, is not read again when the new run starts at or after its last step (see
-`kerasteps._logcache`).
+`kerasteps._files._logcache`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
-from kerasteps import _atomic, _logcache
 from kerasteps import events as events_lib
+from kerasteps._files import _atomic, _logcache
 from kerasteps.events import is_event_file
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
@@ -255,12 +255,12 @@ def _scan(paths: list[str], step: int) -> _Scan:
 
 def max_step(run_dir: str) -> int | None:
     """The largest step of any event in a run directory (or a bound of it that this
-    process knows, see `kerasteps._logcache`), or None when it has no event file.
+    process knows, see `kerasteps._files._logcache`), or None when it has no event file.
 
     Example:
 
     >>> import tempfile
-    >>> from kerasteps._eventfiles import max_step
+    >>> from kerasteps._files._eventfiles import max_step
     >>> max_step(tempfile.mkdtemp()) is None
     True
     """

@@ -20,7 +20,7 @@ def first_non_finite_array(arrays: Iterable[tuple[str, np.ndarray]]) -> str | No
     Example:
 
     >>> import numpy as np
-    >>> from kerasteps._finite import first_non_finite_array
+    >>> from kerasteps.checkpoint._finite import first_non_finite_array
     >>> first_non_finite_array([("a", np.ones(2)), ("b", np.array([np.inf]))])
     'b'
     """

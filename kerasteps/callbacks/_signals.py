@@ -36,7 +36,7 @@ def check_signals(signals: Iterable[Any], argument: str = "signals") -> tuple:
     Example:
 
     >>> import signal
-    >>> from kerasteps._signals import check_signals
+    >>> from kerasteps.callbacks._signals import check_signals
     >>> check_signals([signal.SIGTERM])
     (<Signals.SIGTERM: 15>,)
     """

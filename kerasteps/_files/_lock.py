@@ -50,7 +50,7 @@ import socket
 import threading
 import time
 
-from kerasteps import _atomic
+from kerasteps._files import _atomic
 
 __all__ = ["DirectoryLock", "LockedError"]
 
@@ -210,7 +210,7 @@ class DirectoryLock:
     Example:
 
     >>> import tempfile
-    >>> from kerasteps._lock import DirectoryLock
+    >>> from kerasteps._files._lock import DirectoryLock
     >>> lock = DirectoryLock(tempfile.mkdtemp(), "`log_dir`")
     >>> lock.acquire(); lock.release()
     """

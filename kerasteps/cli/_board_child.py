@@ -1,6 +1,6 @@
 """TensorBoard as the child of `kerasteps board`, ending with its parent (private).
 
-`python -m kerasteps._board_child PARENT_PID TENSORBOARD_ARGS...` runs TensorBoard's
+`python -m kerasteps.cli._board_child PARENT_PID TENSORBOARD_ARGS...` runs TensorBoard's
 own `main` in this process, after arranging to end when the parent does, however it
 ends (a `kill -9` runs no cleanup in the parent): on Linux the kernel sends SIGTERM at
 the parent's death (`PR_SET_PDEATHSIG`); everywhere, a watchdog thread checks every

@@ -127,7 +127,7 @@ class LiveLine:
     Example:
 
     >>> import sys
-    >>> from kerasteps._terminal import LiveLine
+    >>> from kerasteps.callbacks._terminal import LiveLine
     >>> line = LiveLine(sys.stdout)  # here not a terminal: whole lines
     >>> line.active, line.whole_lines
     (False, True)

@@ -33,7 +33,7 @@ def is_file_system_root(path: str | os.PathLike) -> bool:
 
     Example:
 
-    >>> from kerasteps._paths import is_file_system_root
+    >>> from kerasteps._files._paths import is_file_system_root
     >>> is_file_system_root("/tmp/.."), is_file_system_root("/tmp")
     (True, False)
     """
@@ -46,7 +46,7 @@ def in_pseudo_file_system(path: str | os.PathLike) -> bool:
 
     Example:
 
-    >>> from kerasteps._paths import in_pseudo_file_system
+    >>> from kerasteps._files._paths import in_pseudo_file_system
     >>> in_pseudo_file_system("/proc/self/cwd/.."), in_pseudo_file_system("/tmp")
     (True, False)
     """
@@ -66,7 +66,7 @@ def unfit_problem(path: str | os.PathLike) -> str | None:
 
     Example:
 
-    >>> from kerasteps._paths import unfit_problem
+    >>> from kerasteps._files._paths import unfit_problem
     >>> unfit_problem("/")
     "'/' is the root of the file system: give a folder of its own for the runs."
     >>> unfit_problem("logs/run") is None
@@ -108,7 +108,7 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
     Example:
 
     >>> import os, tempfile
-    >>> from kerasteps._paths import writable_dir
+    >>> from kerasteps._files._paths import writable_dir
     >>> os.path.isdir(writable_dir(os.path.join(tempfile.mkdtemp(), "a/b"), "logdir"))
     True
     """
@@ -146,7 +146,7 @@ def creatable_problem(path: str) -> str | None:
     Example:
 
     >>> import tempfile
-    >>> from kerasteps._paths import creatable_problem
+    >>> from kerasteps._files._paths import creatable_problem
     >>> creatable_problem(tempfile.mkdtemp() + "/new/folder") is None
     True
     """
@@ -176,7 +176,7 @@ def writable_file(path: str | os.PathLike, argument: str) -> str:
     Example:
 
     >>> import os, tempfile
-    >>> from kerasteps._paths import writable_file
+    >>> from kerasteps._files._paths import writable_file
     >>> folder = tempfile.mkdtemp()
     >>> path = writable_file(os.path.join(folder, "a", "log.jsonl"), "path")
     >>> os.path.isdir(os.path.dirname(path))

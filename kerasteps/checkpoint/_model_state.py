@@ -177,7 +177,7 @@ class Snapshot:
     Example:
 
     >>> import keras
-    >>> from kerasteps._model_state import Snapshot
+    >>> from kerasteps.checkpoint._model_state import Snapshot
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> sorted(Snapshot().take(model))
     ['layers/dense/vars/0', 'layers/dense/vars/1']
@@ -255,7 +255,7 @@ def generator_states() -> dict[str, np.ndarray]:
     Example:
 
     >>> import keras
-    >>> from kerasteps._model_state import generator_states
+    >>> from kerasteps.checkpoint._model_state import generator_states
     >>> keys = sorted(generator_states())
     >>> keys[:1] == (["rng/torch/cpu"] if keras.backend.backend() == "torch" else [])
     True
@@ -368,7 +368,7 @@ def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
     Example:
 
     >>> import numpy as np, os, tempfile
-    >>> from kerasteps._model_state import read_arrays, write_arrays
+    >>> from kerasteps.checkpoint._model_state import read_arrays, write_arrays
     >>> path = os.path.join(tempfile.mkdtemp(), "state.h5")
     >>> write_arrays(path, {"layers/dense/vars/0": np.ones(2, "float32")})
     >>> read_arrays(path)
@@ -424,7 +424,7 @@ def crc32_of_file(path: str) -> str:
     Example:
 
     >>> import os, tempfile
-    >>> from kerasteps._model_state import crc32_of_file
+    >>> from kerasteps.checkpoint._model_state import crc32_of_file
     >>> path = os.path.join(tempfile.mkdtemp(), "f")
     >>> _ = open(path, "wb").write(b"kerasteps")
     >>> crc32_of_file(path)
@@ -448,7 +448,7 @@ def crc32_of(read: Callable[[int], bytes]) -> str:
     Example:
 
     >>> import io
-    >>> from kerasteps._model_state import crc32_of
+    >>> from kerasteps.checkpoint._model_state import crc32_of
     >>> crc32_of(io.BytesIO(b"kerasteps").read)
     'crc32:ea6b459a'
     """

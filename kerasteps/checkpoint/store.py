@@ -1,0 +1,1076 @@
+"""The checkpoint store: a directory of atomic, verified checkpoints of a model.
+
+`StepCheckpoint` decides *when* to save; this module is *how*: what a checkpoint
+holds, how a save commits, how a directory is read, repaired and restored from.
+Layout::
+
+    <directory>/checkpoint.json     index: the committed checkpoints, oldest first
+    <directory>/ckpt-<step>/state.h5, meta.json
+
+**The format is kerasteps's own and the same on every Keras backend** (TensorFlow,
+JAX, PyTorch): `state.h5` is an HDF5 file with one array per state variable, keyed
+by the model's structure as Keras keys `.weights.h5` files (`layers/dense/vars/0`,
+`optimizer/vars/3`; see `kerasteps.checkpoint._model_state`), so it restores into any
+identically built model, on any backend. It holds the weights, the non-trainable
+variables, every optimizer's variables (`iterations` and the learning rate
+included), the step counters and the seed generators' states. `meta.json` holds the
+global step, the counters, the optimizer classes, the Keras version and backend, and
+the size and CRC-32 of `state.h5`.
+
+A save copies the state to host memory (on the training thread: `capture`), then
+writes a new `.tmp-*` folder (`state.h5`, then `meta.json`), renames it
+to `ckpt-<step>`, and replaces the index atomically (`write`): a process killed at
+any moment leaves the previous checkpoint listed and complete. `save_async` runs
+the writing on a background thread, one save at a time. Remote paths (`gs://`) go
+through `tf.io.gfile`: HDF5 needs a seekable file, so `state.h5` is written to a
+local temporary file first, then copied into the temporary folder.
+
+What the store guarantees:
+
+- **Nothing lost.** A complete checkpoint is never deleted because the index could not
+  be read: an unreadable, empty or stale index is rebuilt from the folders on disk
+  (a complete folder that the index does not list, from a kill between the rename and
+  the index write, is verified and adopted), with a WARNING. Only temporary leftovers
+  of killed saves are removed, and only the `keep` newest checkpoints are kept.
+- **Deletions are atomic.** A checkpoint that the store deletes (the `keep` rotation,
+  or one of the same step replaced by a new save) is first renamed to a `.trash-*`
+  name, then removed: a process killed during the removal leaves only trash, which
+  the next run removes without a word, never a `ckpt-<step>` folder with part of a
+  checkpoint in it.
+- **Incomplete folders are left as they are.** A `ckpt-<step>` folder that is not a
+  complete checkpoint (no `meta.json`, a listed file missing or of another size, a
+  malformed field of `meta.json`: see `check_folder`) is never deleted and never
+  restored: the store cannot tell a user's half-copied checkpoint from debris, and a
+  `state.h5` still holds the arrays. It is named in one WARNING, with why; the index
+  records it (under `incomplete`), so that later runs do not warn again until it
+  changes. The one exception is an *empty* `ckpt-<step>` folder (from a clean-up of an
+  older kerasteps, killed midway): it holds nothing, and a run's start removes it.
+- **Nothing let in.** Index entries must be `ckpt-<int>` names directly inside the
+  directory; any other entry (`../victim`, an absolute path, `""`) is ignored with a
+  WARNING, and no code path removes anything outside the directory.
+- **Verified restores.** A checkpoint is restored only if its `meta.json` is well
+  formed, its files are all there with the sizes recorded at the save and `state.h5`
+  has the recorded CRC-32.
+  `restore_latest` falls back to the newest checkpoint that restores completely,
+  with a WARNING naming each broken one and why. A restore is all or nothing: a
+  failed one puts back the model's variables as they were.
+- **Strict restores.** Every state variable of the model must be in the checkpoint
+  and every array of the checkpoint must belong to the model, with its shape; a
+  `ValueError` names the keys that differ. For a partial restore (a new head on a
+  trained body), read the arrays yourself with `read_state(path)` and assign those
+  you want; the keys are
+  `kerasteps.checkpoint._model_state.StateLayout.of(model).variables`.
+- **Optimizers built later.** The slots of an optimizer that is not built yet (a
+  custom `train_step`'s `d_optimizer` before the first step) are assigned the moment
+  it builds them, before its first update; its `iterations` at once. A plain
+  model's optimizer is built by the restore.
+- **Finite only.** A state with a NaN or an infinity in its weights or optimizer
+  variables is never written (the save is refused with a `NonFiniteStateError`).
+- **Mismatches refused.** The optimizer classes are recorded; restoring an Adam
+  checkpoint into an SGD model raises a `ValueError` before anything is restored.
+
+Checkpoints of kerasteps 0.1.0's `tf.train.Checkpoint` format (`weights.index`) are
+not read: the restore names them and says so.
+
+Example:
+
+>>> import numpy as np, keras, tempfile
+>>> from kerasteps.checkpoint.store import CheckpointStore
+>>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+>>> model.compile("adam", "mse")
+>>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0)
+>>> store = CheckpointStore(tempfile.mkdtemp(), keep=2)
+>>> store.save(model).name
+'ckpt-4'
+>>> [info.step for info in store.entries()]
+[4]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasteps import distribute
+from kerasteps import steps as steps_lib
+from kerasteps._files import _atomic
+from kerasteps.checkpoint import _finite, _model_state
+
+__all__ = ["CheckpointInfo", "CheckpointStore", "NonFiniteStateError"]
+
+logger = logging.getLogger("kerasteps")
+
+#: The index file of a checkpoint directory (the commit point of every save).
+INDEX_FILE = "checkpoint.json"
+#: Format tag written in the index and in each checkpoint's `meta.json`.
+FORMAT = "kerasteps.StepCheckpoint/2"
+META_FILE = "meta.json"
+STATE_FILE = "state.h5"
+NAME_RE = re.compile(r"^ckpt-(\d+)$")
+_CRC_RE = re.compile(r"^crc32:[0-9a-f]{8}$")
+_TMP_PREFIX = ".tmp-"
+_TRASH_PREFIX = ".trash-"
+
+
+class NonFiniteStateError(ValueError):
+    """The state to save holds a NaN or an infinity: the checkpoint is refused."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint of a `StepCheckpoint` directory.
+
+    Attributes:
+        name: Directory name, `ckpt-<step>`.
+        step: The global step saved in it.
+        path: Full path of the checkpoint directory.
+        time: Wall-clock time of the save (seconds since the epoch).
+    """
+
+    name: str
+    step: int
+    path: str
+    time: float
+
+    @property
+    def state_file(self) -> str:
+        """The `state.h5` file inside the checkpoint folder."""
+        return os.path.join(self.path, STATE_FILE)
+
+
+@dataclass
+class Capture:
+    """A model's state copied to host memory, with what `meta.json` will say.
+
+    Attributes:
+        step: The global step of the state.
+        arrays: Structure key -> host array (see `kerasteps.checkpoint._model_state`).
+        meta: The `meta.json` fields known at the capture.
+        chief: False on a `tf.distribute` worker that is not the chief (nothing is
+            written there).
+    """
+
+    step: int
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+    chief: bool = True
+
+
+# -- what a checkpoint holds ----------------------------------------------------------
+def optimizers_of(model: keras.Model) -> dict[str, Any]:
+    """Every optimizer of a model, by the name `meta.json` records its class under."""
+    found: dict[str, Any] = {}
+    for name, optimizer in steps_lib.step_optimizers(model).items():
+        if optimizer is not None:
+            found["optimizer" + (f"_{name}" if name else "")] = optimizer
+    default = getattr(model, "optimizer", None)
+    if default is not None and all(default is not o for o in found.values()):
+        found["optimizer"] = default
+    return found
+
+
+def build_optimizers(model: keras.Model) -> None:
+    """Builds a plain model's optimizer so a restore sets its slots at once.
+
+    Optimizers whose variables are unknown here (a multi-optimizer model's) are left
+    alone: their slots are restored when they build them (see `_model_state`).
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if (
+        optimizer is not None
+        and steps_lib.is_plain(model)
+        and not getattr(optimizer, "built", True)
+        and model.built
+        and model.trainable_variables
+    ):
+        optimizer.build(model.trainable_variables)
+
+
+def read_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Reads the arrays of a checkpoint, by structure key, after verifying them.
+
+    For a partial restore: pick the arrays you want and assign them yourself.
+
+    Args:
+        path: A `ckpt-<step>` folder.
+
+    Raises:
+        ValueError: if the folder is incomplete or its `state.h5` is damaged.
+
+    Example:
+
+    >>> import numpy as np, keras, tempfile
+    >>> from kerasteps.checkpoint.store import CheckpointStore, read_state
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> info = CheckpointStore(tempfile.mkdtemp()).save(model)
+    >>> sorted(read_state(info.path))[:2]
+    ['layers/dense/vars/0', 'layers/dense/vars/1']
+    """
+    path = os.fspath(path).rstrip("/")
+    return _read_verified(path, _checked_meta(path))
+
+
+def _checked_meta(path: str) -> dict:
+    """The `meta.json` of a complete checkpoint folder of this format, else raises."""
+    reason = check_folder(path)
+    if reason is not None:
+        raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
+    meta = read_meta(path)
+    _check_format(path, meta)
+    return meta
+
+
+def _read_verified(path: str, meta: dict) -> dict[str, np.ndarray]:
+    """The arrays of `state.h5`, after checking its CRC-32 against `meta`."""
+    state = os.path.join(path, STATE_FILE)
+    expected = meta["files"][STATE_FILE].get("crc32")
+    local = _atomic.is_local(state)
+    try:
+        if local:
+            actual = _model_state.crc32_of_file(state)
+        else:
+            with tf.io.gfile.GFile(state, "rb") as handle:
+                actual = _model_state.crc32_of(handle.read)
+        if actual != expected:
+            raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
+        if local:
+            return _model_state.read_arrays(state)
+        with tf.io.gfile.GFile(state, "rb") as handle:
+            return _model_state.read_arrays(handle)
+    except Exception as error:  # noqa: BLE001 - any read error: damaged data
+        raise ValueError(
+            f"The checkpoint {path!r} is damaged: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _write_state(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Writes `state.h5`, returns its size and CRC-32 for `meta.json`.
+
+    HDF5 needs a seekable local file: a remote `path` is written to a local
+    temporary file first, then copied with `tf.io.gfile`. The file is not fsynced
+    (as TensorFlow does not fsync its checkpoints): a kill cannot damage it, and a
+    power loss that leaves it short or damaged is caught by its size and CRC-32
+    at the restore, which then falls back to the checkpoint before it.
+    """
+    local = path
+    if not _atomic.is_local(path):
+        handle, local = tempfile.mkstemp(prefix="kerasteps-state-", suffix=".h5")
+        os.close(handle)
+    try:
+        _model_state.write_arrays(local, arrays)
+        record = {
+            "bytes": os.path.getsize(local),
+            "crc32": _model_state.crc32_of_file(local),
+        }
+        if local != path:
+            tf.io.gfile.copy(local, path, overwrite=True)
+    finally:
+        if local != path and os.path.exists(local):
+            os.remove(local)
+    return record
+
+
+def _lower_priority() -> None:
+    """Runs the calling thread at a lower CPU priority (Linux: nice +10).
+
+    The background write then takes the cycles training leaves idle instead of
+    competing with its threads; elsewhere this does nothing.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
+def _check_format(path: str, meta: dict) -> None:
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
+            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
+            "files, which are not converted: restore them with that version.)"
+        )
+
+
+# -- reading folders ------------------------------------------------------------------
+def read_meta(path: str) -> dict:
+    """The `meta.json` of a checkpoint folder, or `{}` when it cannot be read."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(path, META_FILE), "r") as handle:
+            meta = json.loads(handle.read())
+    except (ValueError, OSError, tf.errors.OpError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _is_size(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _meta_problem(meta: dict, step: int) -> str | None:
+    """What in a `meta.json` a restore could not use, or None (see `check_folder`)."""
+    if type(meta.get("step")) is not int or meta["step"] != step:
+        return f"{META_FILE} names step {meta.get('step')!r}, not {step}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"{META_FILE} lists no files"
+    ours = meta.get("format") == FORMAT  # else the restore names the format
+    if ours and STATE_FILE not in files:
+        return f"{META_FILE} does not list {STATE_FILE}"
+    for file, record in files.items():
+        if not file or os.path.basename(file) != file or file in (".", ".."):
+            return f"{META_FILE} lists {file!r}, which is not a file of the folder"
+        if ours:  # {"bytes": 123, "crc32": "crc32:0a1b2c3d"}
+            valid = (
+                isinstance(record, dict)
+                and _is_size(record.get("bytes"))
+                and isinstance(record.get("crc32"), str)
+                and _CRC_RE.match(record["crc32"]) is not None
+            )
+        else:  # an older kerasteps's bare sizes
+            size = record.get("bytes") if isinstance(record, dict) else record
+            valid = _is_size(size)
+        if not valid:
+            return f"{META_FILE} records {file} as {record!r}, not its size and CRC-32"
+    if not _is_time(meta.get("time", 0.0)):
+        return f"{META_FILE} records the time {meta['time']!r}, not a number"
+    optimizers = meta.get("optimizers")
+    named = isinstance(optimizers, dict) and all(
+        isinstance(cls, str) for cls in optimizers.values()
+    )
+    if ours and optimizers is not None and not named:
+        return f"{META_FILE} records the optimizers {optimizers!r}, not class names"
+    return None
+
+
+def check_folder(path: str) -> str | None:
+    """Why a checkpoint folder is not complete, or None when it is.
+
+    Complete: its `meta.json` reads, and every field of it that a restore reads is
+    well formed: it names the folder's step; it lists `state.h5` (and any other
+    file), each with a size and a CRC-32, and every listed file is in the folder
+    with that size; the save's time is a number; the optimizer classes are names.
+    A folder that fails this is left as it is and not used (see the module
+    docstring). The fields that only the next run reads (`windows`,
+    `examples_per_step`) are checked when they are handed to it
+    (`StepCheckpoint.restore_latest`): a malformed one is dropped with a WARNING.
+
+    Example:
+
+    >>> import tempfile, os
+    >>> from kerasteps.checkpoint.store import check_folder
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt-3")
+    >>> os.mkdir(path)
+    >>> check_folder(path)
+    'meta.json is missing or unreadable'
+    """
+    name = os.path.basename(path.rstrip("/"))
+    match = NAME_RE.match(name)
+    if not match:
+        return f"{name!r} is not a checkpoint name"
+    if not tf.io.gfile.isdir(path):
+        return "the folder is missing"
+    meta = read_meta(path)
+    if not meta:
+        return f"{META_FILE} is missing or unreadable"
+    problem = _meta_problem(meta, int(match.group(1)))
+    if problem is not None:
+        return problem
+    for file, record in meta["files"].items():
+        size = record.get("bytes") if isinstance(record, dict) else record
+        full = os.path.join(path, file)
+        if not tf.io.gfile.exists(full):
+            return f"{file} is missing"
+        actual = tf.io.gfile.stat(full).length
+        if actual != size:
+            return f"{file} has {actual} bytes, {size} were written"
+    return None
+
+
+# -- the directory ------------------------------------------------------------------
+def _reads_in_lockstep(model: keras.Model) -> bool:
+    """Whether every process must read the state the chief reads: JAX processes
+    that share global arrays take part in each other's array operations."""
+    return distribute.task_of(model)[0] == "process"
+
+
+class _View(NamedTuple):
+    """A checkpoint directory as read, its index repaired from the folders."""
+
+    #: The committed checkpoints, oldest save first.
+    entries: list[CheckpointInfo]
+    #: What was repaired, one note each.
+    notes: list[str]
+    #: Whether the index must be rewritten.
+    changed: bool
+    #: The incomplete `ckpt-<step>` folders, `{name: reason}` (the index records
+    #: them once their notes are logged, so that each is warned about once).
+    incomplete: dict[str, str]
+    #: Those of them that the index records already, with the same reason.
+    warned: dict[str, str]
+
+
+def _reconcile(
+    index: list[CheckpointInfo],
+    complete: dict[str, CheckpointInfo],
+    incomplete: dict[str, str],
+    notes: list[str],
+) -> list[CheckpointInfo]:
+    """The index's complete entries, then the complete folders it did not list;
+    adds a note for each missing or adopted checkpoint."""
+    entries = [complete[info.name] for info in index if info.name in complete]
+    missing = [
+        info.name
+        for info in index
+        if info.name not in complete and info.name not in incomplete
+    ]
+    notes += [f"{name} is listed but missing: dropped" for name in missing]
+    listed = {info.name for info in entries}
+    adopted = [info for name, info in complete.items() if name not in listed]
+    if adopted:
+        notes.append(
+            "adopted the complete checkpoint(s) that the index did not list: "
+            + ", ".join(info.name for info in adopted)
+        )
+    return entries + adopted
+
+
+class CheckpointStore:
+    """Reads and writes the checkpoints of one directory (see module docstring).
+
+    Args:
+        directory: The checkpoint directory (it may not exist yet).
+        keep: Positive int: how many of the newest checkpoints a save keeps.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kerasteps.checkpoint.store import CheckpointStore
+    >>> CheckpointStore(tempfile.mkdtemp(), keep=3).latest() is None
+    True
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 3):
+        self.directory = os.fspath(directory)
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._snapshot = _model_state.Snapshot()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        #: Called with the error on the writer thread when a background save fails.
+        self.on_error: Callable[[BaseException], None] | None = None
+
+    # -- paths ------------------------------------------------------------------------
+    def _inside(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _remove(self, name: str) -> None:
+        """Removes `directory/name`: a checkpoint or a leftover, never anything else."""
+        ours = NAME_RE.match(name) or name.startswith((_TMP_PREFIX, _TRASH_PREFIX))
+        if not ours or os.path.basename(name) != name or name in (".", ".."):
+            logger.error("StepCheckpoint: refusing to remove %r.", name)
+            return
+        path = self._inside(name)
+        try:
+            if _atomic.is_local(path):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif os.path.lexists(path):
+                    os.remove(path)
+            elif tf.io.gfile.exists(path):
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+        except Exception as error:  # noqa: BLE001 - cleanup is best effort
+            logger.warning("StepCheckpoint: could not remove %s (%s).", path, error)
+
+    # -- reading ----------------------------------------------------------------------
+    def _read_index(self) -> tuple[list[CheckpointInfo], dict[str, str]] | None:
+        """The index's valid entries, and the incomplete folders it records as
+        warned about (`{name: reason}`); None if there is no index or it cannot be
+        read."""
+        path = self._inside(INDEX_FILE)
+        if not tf.io.gfile.exists(path):
+            return None
+        try:
+            with tf.io.gfile.GFile(path, "r") as handle:
+                data = json.loads(handle.read())
+            raw = data["checkpoints"]
+            if not isinstance(raw, list):
+                raise TypeError("`checkpoints` is not a list")
+        except (ValueError, KeyError, TypeError, OSError, tf.errors.OpError) as error:
+            logger.warning(
+                "StepCheckpoint: the index %s cannot be read (%s: %s); the "
+                "checkpoints on disk are used instead.",
+                path,
+                type(error).__name__,
+                error,
+            )
+            return None
+        known = data.get("incomplete")
+        if not isinstance(known, dict):
+            known = {}
+        return self._index_entries(raw, path), known
+
+    def _index_entries(self, raw: list, path: str) -> list[CheckpointInfo]:
+        """The index's valid entries: `ckpt-<step>` names inside the directory,
+        each once; a WARNING for each other one."""
+        entries, seen = [], set()
+        for entry in raw:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            match = NAME_RE.match(name) if isinstance(name, str) else None
+            if not match or name in seen:
+                logger.warning(
+                    "StepCheckpoint: ignoring the index entry %r of %s: entries must "
+                    "be `ckpt-<step>` folders inside the directory.",
+                    entry,
+                    path,
+                )
+                continue
+            seen.add(name)
+            try:
+                saved = float(entry.get("time", 0.0))
+            except (TypeError, ValueError):
+                saved = 0.0
+            entries.append(
+                CheckpointInfo(name, int(match.group(1)), self._inside(name), saved)
+            )
+        return entries
+
+    def _folders(self) -> list[str]:
+        if not tf.io.gfile.isdir(self.directory):
+            return []
+        names = [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)]
+        return sorted(n for n in names if NAME_RE.match(n))
+
+    def _view(self) -> _View:
+        """The committed checkpoints, the index repaired from the folders on disk.
+
+        Returns:
+            `(entries, notes, changed, incomplete, warned)`: the checkpoints
+            oldest save first, what was repaired or is to be warned about (one
+            note each), whether the index must be rewritten, the incomplete
+            folders, and those of them already warned about.
+        """
+        read = self._read_index()
+        index, known = read if read is not None else (None, {})
+        complete, incomplete = self._scan_folders()
+        notes = [
+            f"{name} is incomplete or damaged ({reason}): left as it is, not used"
+            for name, reason in incomplete.items()
+            if known.get(name) != reason  # each one warned about once
+        ]
+        if index is None:
+            entries = list(complete.values())
+            changed = bool(entries) or bool(incomplete)
+            if entries:
+                notes.append(
+                    f"no readable index: rebuilt it from the {len(entries)} "
+                    "complete checkpoint(s) on disk"
+                )
+        else:
+            entries = _reconcile(index, complete, incomplete, notes)
+            changed = len(entries) != len(index) or known != incomplete
+        entries.sort(key=lambda info: (info.time, info.step))
+        warned = {n: r for n, r in incomplete.items() if known.get(n) == r}
+        return _View(entries, notes, changed, incomplete, warned)
+
+    def _scan_folders(self) -> tuple[dict[str, CheckpointInfo], dict[str, str]]:
+        """The `ckpt-<step>` folders: `({name: info} complete, {name: reason}
+        incomplete)`."""
+        complete: dict[str, CheckpointInfo] = {}
+        incomplete: dict[str, str] = {}
+        for name in self._folders():
+            path = self._inside(name)
+            reason = check_folder(path)
+            if reason is not None:
+                incomplete[name] = reason
+                continue
+            saved = read_meta(path).get("time", 0.0)
+            step = int(NAME_RE.match(name).group(1))
+            complete[name] = CheckpointInfo(name, step, path, float(saved or 0.0))
+        return complete, incomplete
+
+    def entries(self) -> list[CheckpointInfo]:
+        """The committed checkpoints, oldest save first (read only).
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).entries()
+        []
+        """
+        return self._view()[0]
+
+    def latest(self) -> CheckpointInfo | None:
+        """The newest committed checkpoint, or None.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).latest() is None
+        True
+        """
+        entries = self.entries()
+        return entries[-1] if entries else None
+
+    def keep_aside(self, names: list[str]) -> str:
+        """Moves the checkpoints `names` whole into a new `earlier-N` folder of the
+        directory, a checkpoint directory of its own (with its index): nothing is
+        deleted, and `restore_latest` of that folder resumes from them.
+
+        Args:
+            names: `ckpt-<step>` folders of this directory.
+
+        Returns:
+            The new folder.
+
+        Example:
+
+        >>> import keras, os, tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> store = CheckpointStore(tempfile.mkdtemp())
+        >>> kept = store.keep_aside([store.save(model).name])
+        >>> os.path.basename(kept), store.entries()
+        ('earlier-1', [])
+        >>> [info.name for info in CheckpointStore(kept).entries()]
+        ['ckpt-0']
+        """
+        from kerasteps.callbacks._sinks import aside_path
+
+        kept = aside_path(self.directory, is_file=False)
+        tf.io.gfile.makedirs(kept)
+        with self._lock:
+            for name in names:
+                if NAME_RE.match(name) and os.path.basename(name) == name:
+                    tf.io.gfile.rename(self._inside(name), os.path.join(kept, name))
+            there = CheckpointStore(kept, keep=max(self.keep, len(names)))
+            view = there._view()
+            there._write_index(view.entries, view.incomplete)
+            view = self._view()
+            self._write_index(view.entries, view.warned)
+        return kept
+
+    # -- repairing --------------------------------------------------------------------
+    def recover(self) -> None:
+        """Repairs the directory when a run begins: the index, and killed saves' files.
+
+        Logs a WARNING for each repair. Removes only temporary leftovers (of killed
+        saves and clean-ups) and empty `ckpt-<step>` folders; an incomplete
+        checkpoint folder is warned about once and left as it is (see the module
+        docstring).
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).recover()
+        """
+        if not tf.io.gfile.isdir(self.directory):
+            return
+        with self._lock:
+            for name in tf.io.gfile.listdir(self.directory):
+                name = name.rstrip("/")
+                if name.startswith((_TMP_PREFIX, _TRASH_PREFIX)):
+                    self._remove(name)
+                elif _atomic.is_temporary(name) or (
+                    name.startswith(INDEX_FILE) and name.endswith(".tmp")
+                ):
+                    tf.io.gfile.remove(self._inside(name))
+            for name in self._folders():
+                self._remove_if_empty(name)
+            view = self._view()
+            for note in view.notes:
+                logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
+            if view.changed:
+                self._write_index(view.entries, view.incomplete)
+
+    def _remove_if_empty(self, name: str) -> None:
+        """Removes a `ckpt-<step>` folder that holds nothing (a clean-up by an older
+        kerasteps, killed midway, left it): no checkpoint is lost."""
+        path = self._inside(name)
+        if not _atomic.is_local(path) or not os.path.isdir(path):
+            return
+        try:
+            os.rmdir(path)  # only ever removes an empty folder
+        except OSError:
+            return
+        logger.info("StepCheckpoint: removed the empty folder %s.", path)
+
+    def _write_index(
+        self, entries: list[CheckpointInfo], incomplete: dict[str, str]
+    ) -> None:
+        latest = entries[-1] if entries else None
+        index = {
+            "format": FORMAT,
+            "latest": latest.name if latest else None,
+            "latest_step": latest.step if latest else None,
+            "checkpoints": [
+                {"name": e.name, "step": e.step, "time": e.time} for e in entries
+            ],
+            # Folders left as they are, already warned about: `{name: reason}`.
+            "incomplete": dict(sorted(incomplete.items())),
+        }
+        _atomic.write_text(self._inside(INDEX_FILE), json.dumps(index, indent=1))
+
+    # -- saving -----------------------------------------------------------------------
+    def capture(
+        self,
+        model: keras.Model,
+        extra_meta: dict | None = None,
+        snapshot: _model_state.Snapshot | None = None,
+    ) -> Capture:
+        """Copies the model's state to host memory, with its step and counters.
+
+        This is the part of a save that runs on the training thread. Nothing is
+        written until `write(capture)`. On PyTorch the state includes torch's
+        global generators (`rng/torch/...`, listed in `meta.json`'s
+        `generator_states`): an unseeded `Dropout` draws from them.
+
+        Args:
+            model: The model.
+            extra_meta: More fields for `meta.json`.
+            snapshot: Host buffers to copy into (they are reused: the capture is
+                valid until the next one into the same snapshot); default fresh
+                ones.
+        """
+        counters_name = steps_lib.global_step_name(model)
+        if not distribute.is_chief(model):
+            if _reads_in_lockstep(model):  # the same array ops as the chief's
+                (snapshot or _model_state.Snapshot()).take(model)
+            step = steps_lib.global_step(model)
+            return Capture(step, {}, {}, chief=False)
+        arrays = (snapshot or _model_state.Snapshot()).take(model)
+        generators = _model_state.generator_states()  # at the same moment
+        arrays.update(generators)
+        counters = steps_lib.step_counters(model)
+        meta = {
+            "format": FORMAT,
+            "step": counters[counters_name],
+            "counters": counters,
+            "global_counter": counters_name,
+            "micro_steps": steps_lib.micro_steps(model),
+            "model": model.name,
+            "optimizers": {
+                key: type(opt).__name__ for key, opt in optimizers_of(model).items()
+            },
+            "keras_version": keras.__version__,
+            "backend": keras.backend.backend(),
+            "finite": True,
+            "generator_states": sorted(generators),
+            **(extra_meta or {}),
+        }
+        return Capture(counters[counters_name], arrays, meta)
+
+    def write(self, capture: Capture) -> CheckpointInfo:
+        """Writes a captured state as a checkpoint, atomically (any thread).
+
+        Raises:
+            NonFiniteStateError: if an array holds a NaN or an infinity (nothing is
+                written).
+        """
+        with self._lock:
+            return self._write(capture)
+
+    def save(
+        self, model: keras.Model, extra_meta: dict | None = None
+    ) -> CheckpointInfo:
+        """Writes a checkpoint of the model's current state, atomically; blocking.
+
+        A background save in flight (`save_async`) completes first.
+
+        Raises:
+            NonFiniteStateError: if a weight or optimizer variable holds a NaN or an
+                infinity (nothing is written).
+        """
+        self.wait()
+        return self.write(self.capture(model, extra_meta, self._snapshot))
+
+    def save_async(
+        self,
+        model: keras.Model,
+        extra_meta: dict | None = None,
+        done: Callable[[CheckpointInfo], None] | None = None,
+    ) -> int:
+        """Copies the state to host memory now and writes it on a background thread.
+
+        At most one save is in flight: this first waits for the previous one (and
+        raises its error, if it failed). A save refused because the state is not
+        finite is no error: it is logged at ERROR on the writer thread
+        (`StepCheckpoint: not saving step 7: ... The last finite checkpoint is
+        kept.`), and `wait` does not raise it. The host copy is kept in buffers
+        reused by every save: one extra copy of the state in memory. The writer
+        thread is not a daemon, so an interpreter that exits waits for the save to
+        complete; a process that is killed leaves a temporary folder that
+        `recover` removes. On Linux the writer thread runs at a lower CPU priority
+        (nice +10): it uses the cycles that training leaves idle.
+
+        Args:
+            model: The model.
+            extra_meta: More fields for `meta.json`.
+            done: Called with the `CheckpointInfo` on the writer thread when the
+                save committed.
+
+        Returns:
+            The global step of the captured state.
+        """
+        self.wait()
+        capture = self.capture(model, extra_meta, self._snapshot)
+
+        def run() -> None:
+            _lower_priority()
+            try:
+                info = self.write(capture)
+            except NonFiniteStateError as error:  # refused: not an error of the run
+                logger.error("%s The last finite checkpoint is kept.", error)
+                return
+            except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
+                error.add_note(
+                    f"(while writing the checkpoint of step {capture.step} to "
+                    f"{self.directory} on the background thread)"
+                )
+                self._error = error
+                if self.on_error is not None:
+                    self.on_error(error)
+                return
+            if done is not None:
+                done(info)
+
+        self._thread = threading.Thread(
+            target=run, name="kerasteps-checkpoint-writer", daemon=False
+        )
+        self._thread.start()
+        return capture.step
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a background save is being written."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def failed(self) -> bool:
+        """True when a background save failed and `wait` has not raised it yet."""
+        return self._error is not None
+
+    def prepare(self, model: keras.Model) -> None:
+        """Allocates the host buffers of the saves now (at a run's start).
+
+        Example:
+
+        >>> import keras, tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> CheckpointStore(tempfile.mkdtemp()).prepare(model)
+        """
+        if distribute.is_chief(model) or _reads_in_lockstep(model):
+            self._snapshot.prepare(model)
+
+    def join(self) -> None:
+        """Waits for the background save in flight, if any, and leaves its error
+        (if it failed) for `wait`, which the save's owner calls, to raise.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).join()
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def wait(self) -> None:
+        """Waits for the background save in flight, if any; raises its error.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).wait()
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _write(self, capture: Capture) -> CheckpointInfo:
+        step = capture.step
+        name = f"ckpt-{step}"
+        bad = _finite.first_non_finite_array(capture.arrays.items())
+        if bad is not None:
+            raise NonFiniteStateError(
+                f"StepCheckpoint: not saving step {step}: {bad} holds a NaN or an "
+                "infinity."
+            )
+        if not capture.chief:
+            return CheckpointInfo(name, step, "", time.time())
+        tf.io.gfile.makedirs(self.directory)
+        tmp_name = f"{_TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = self._inside(tmp_name)
+        tf.io.gfile.makedirs(tmp)
+        try:
+            record = _write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
+            saved = time.time()
+            meta = {**capture.meta, "time": saved, "files": {STATE_FILE: record}}
+            _atomic.write_text(
+                os.path.join(tmp, META_FILE), json.dumps(meta, indent=1, sort_keys=True)
+            )
+            self._move_into_place(tmp_name, name)
+        except BaseException:
+            self._remove(tmp_name)
+            raise
+        info = CheckpointInfo(name, step, self._inside(name), saved)
+        self._commit(info)
+        return info
+
+    def _move_into_place(self, tmp_name: str, name: str) -> None:
+        final = self._inside(name)
+        trash = None
+        if tf.io.gfile.exists(final):
+            # A checkpoint of the same step from an abandoned run: move it away first.
+            trash = self._to_trash(name)
+        tf.io.gfile.rename(self._inside(tmp_name), final)
+        if trash is not None:
+            self._remove(trash)
+
+    def _to_trash(self, name: str) -> str:
+        """Renames `directory/name` to a `.trash-*` name (one step: a process killed
+        at any moment leaves the folder whole or trash, never a part of it)."""
+        trash = f"{_TRASH_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+        tf.io.gfile.rename(self._inside(name), self._inside(trash))
+        return trash
+
+    def _discard(self, name: str) -> None:
+        """Deletes the checkpoint `name`: moved to the trash, then removed.
+
+        A kill during the removal leaves only trash, which `recover` removes at the
+        next run, never a `ckpt-<step>` folder without its `meta.json`.
+        """
+        try:
+            trash = self._to_trash(name)
+        except (OSError, tf.errors.OpError) as error:
+            logger.warning(
+                "StepCheckpoint: could not remove %s (%s).", self._inside(name), error
+            )
+            return
+        self._remove(trash)
+
+    def _commit(self, info: CheckpointInfo) -> None:
+        view = self._view()
+        entries = [e for e in view.entries if e.name != info.name]
+        entries.append(info)
+        kept, dropped = entries[-self.keep :], entries[: -self.keep]
+        self._write_index(kept, view.warned)  # the others: at the next `recover`
+        kept_names = {e.name for e in kept}
+        for entry in dropped:
+            if entry.name not in kept_names:
+                self._discard(entry.name)
+
+    # -- restoring --------------------------------------------------------------------
+    def restore(self, model: keras.Model, info: CheckpointInfo) -> int:
+        """Restores one checkpoint into `model`, all or nothing.
+
+        Raises:
+            ValueError: naming the checkpoint, if it is incomplete or damaged, does
+                not match the model (its variables or its optimizer classes), or
+                holds a state that is not finite. The model is then as it was.
+        """
+        meta = _checked_meta(info.path)
+        self._check_optimizers(model, info, meta)
+        arrays = _read_verified(info.path, meta)
+        bad = _finite.first_non_finite_array(arrays.items())
+        if bad is not None:
+            raise ValueError(
+                f"The checkpoint {info.path!r} holds a NaN or an infinity in {bad}."
+            )
+        build_optimizers(model)
+        try:
+            _model_state.restore_arrays(model, arrays)
+        except ValueError as error:
+            raise ValueError(
+                f"The checkpoint {info.path!r} does not restore into the model "
+                f"{model.name!r} (the model is as it was): {error}"
+            ) from error
+        restored = steps_lib.global_step(model)
+        if restored != info.step:
+            logger.warning(
+                "StepCheckpoint: %s was saved at step %d but the model's global step "
+                "after restoring is %d.%s",
+                info.path,
+                info.step,
+                restored,
+                steps_lib.undeclared_restore_hint(model, meta.get("global_counter")),
+            )
+        logger.info("StepCheckpoint: restored %s; global step %d.", info.path, restored)
+        return restored
+
+    @staticmethod
+    def _check_optimizers(model: keras.Model, info: CheckpointInfo, meta: dict) -> None:
+        saved = meta.get("optimizers")
+        if not isinstance(saved, dict):
+            return  # written by an older kerasteps: names only
+        now = {key: type(opt).__name__ for key, opt in optimizers_of(model).items()}
+        for key, cls in saved.items():
+            if key in now and now[key] != cls:
+                raise ValueError(
+                    f"The checkpoint {info.path!r} holds the state of a {cls} "
+                    f"(`{key}`), but the model's `{key}` is a {now[key]}: compile the "
+                    f"model with a {cls} to resume from it."
+                )
+
+    def restore_latest(self, model: keras.Model) -> CheckpointInfo | None:
+        """Restores the newest checkpoint that restores completely; None if none.
+
+        Raises:
+            ValueError: if the directory holds checkpoints and none restores,
+                naming each and why.
+        """
+        failures = []
+        view = self._view()
+        for note in view.notes:
+            logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
+        for info in reversed(view.entries):
+            try:
+                self.restore(model, info)
+            except ValueError as error:
+                logger.warning(
+                    "StepCheckpoint: cannot restore %s (%s); trying an older one.",
+                    info.path,
+                    error,
+                )
+                failures.append(f"{info.name}: {error}")
+                continue
+            return info
+        if failures:
+            raise ValueError(
+                f"No checkpoint in {self.directory!r} restores into the model "
+                f"{model.name!r}:\n  " + "\n  ".join(failures)
+            )
+        return None

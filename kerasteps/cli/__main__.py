@@ -1,0 +1,5 @@
+"""`python -m kerasteps.cli`: the launcher."""
+
+from kerasteps.cli import main
+
+main()

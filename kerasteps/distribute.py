@@ -21,7 +21,7 @@ from typing import Any
 
 from kerasteps import _compat
 
-__all__ = ["is_chief", "task_of"]
+__all__ = ["is_chief", "patch_keras_multi_worker", "task_of"]
 
 
 def _jax_process() -> tuple[int, int] | None:

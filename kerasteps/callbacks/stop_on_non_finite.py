@@ -120,16 +120,21 @@ class StopOnNonFinite(StepCallback):
         self._store = _store_of(checkpoint)
         self.checkpoint = checkpoint
         self._pair = (_model_state.Snapshot(), _model_state.Snapshot())
-        self._reset()
-
-    def _reset(self) -> None:
         #: The error message when training was stopped, else None.
         self.message: str | None = None
-        #: Global step and key of the first non-finite value, else None.
+        #: The global step of the first non-finite value, else None.
         self.stopped_step: int | None = None
+        #: The key of the first non-finite value (`"loss"`), else None.
         self.stopped_key: str | None = None
         #: `CheckpointInfo` of the last finite state saved on stopping, else None.
         self.checkpoint_saved: CheckpointInfo | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.message = None
+        self.stopped_step = None
+        self.stopped_key = None
+        self.checkpoint_saved = None
         self._snapshot: Capture | None = None
         self._held: _model_state.Snapshot | None = None
         self._warned_missing = False

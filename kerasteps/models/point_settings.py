@@ -11,7 +11,7 @@ class PointSettings(NamedTuple):
     """The settings of a WGAN-GP for points `(N, d)`, as `WGAN.for_points` uses them.
 
     The defaults are the ones measured best on the 2-D ring and grid mixtures
-    (`benchmarks/wgan_quality.py`; the README's WGAN section has the figures).
+    (`benchmarks/wgan_quality.py`; docs/benchmarks.md has the figures).
     They hold in the units of the *standardized* data (mean 0, one standard
     deviation of 1 over all coordinates), which `WGAN.for_points` trains in,
     so they do not depend on the data's scale.

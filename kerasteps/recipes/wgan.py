@@ -185,8 +185,9 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #   (10000 by default).
 #
 # These are what measured best on PacGAN's ring and grid (`benchmarks/
-# wgan_quality.py`; the README's `wgan` section has the figures). An option given on
-# the command line replaces its field (`--lr` the starting rate; it still decays).
+# wgan_quality.py`; docs/benchmarks.md#the-wgan-recipe has the figures). An option
+# given on the command line replaces its field (`--lr` the starting rate; it still
+# decays).
 #
 # On images both networks are DCGAN-shaped convolutions with --base-filters filters
 # (`build_image_generator`, `build_image_critic`), with the WGAN-GP paper's penalty of

@@ -25,7 +25,7 @@ import tensorflow as tf
 from click.testing import CliRunner
 
 import kerasteps
-from kerasteps import events, recipe
+from kerasteps import event_files, recipe
 from kerasteps.cli import best_mode, main
 from kerasteps.recipes import _files as _recipe_files
 from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scalars
@@ -179,7 +179,7 @@ def test_run_training_recipe_logs_at_global_steps(fixture_recipes, tmp_path):
     assert result.exit_code == 0, result.output
     assert "global step 6" in result.output
     assert f"view:  kerasteps board {run_logdir}" in result.output
-    scalars = events.read_scalars(run_logdir)
+    scalars = event_files.read_scalars(run_logdir)
     assert list(scalars) == ["train"]
     assert [step for step, _ in scalars["train"]["loss"]] == [2, 4, 6]
 
@@ -348,7 +348,7 @@ def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
     lines = result.output.splitlines()
     assert lines[0].split() == SUMMARY_HEADER
     table = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:]}
-    scalars = events.read_scalars(str(tmp_path))
+    scalars = event_files.read_scalars(str(tmp_path))
     directed = {
         ("plain/train", "loss"): "min",
         ("plain/train", "mae"): "min",

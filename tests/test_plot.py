@@ -8,7 +8,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.cli import _plot
 from tests.helpers import invoke, write_scalars
 
@@ -78,7 +78,7 @@ def test_plot_leaves_out_counters_and_constant_tags(plain_runs, tmp_path):
     assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
 
     # The figure: panels in order, one line per run, one legend naming the runs.
-    scalars = events.read_scalars(plain_runs)
+    scalars = event_files.read_scalars(plain_runs)
     tags, left_out = _plot.choose_tags(scalars)
     assert tags == ["loss", "accuracy"]
     assert left_out == [
@@ -186,7 +186,7 @@ def test_plot_xscale_rule(tmp_path):
     )
     result = invoke("plot", str(tmp_path), "-o", str(output), "--xscale", "linear")
     assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
-    scalars = events.read_scalars(tmp_path)
+    scalars = event_files.read_scalars(tmp_path)
     axes = _plot.make_figure(scalars, ["loss"], "log").axes[0]
     assert axes.get_xscale() == "symlog"  # linear below 1, so that step 0 shows
     assert axes.get_xlabel() == "global step (log)"
@@ -214,7 +214,7 @@ def test_plot_notes_non_finite_values(tmp_path):
     assert matplotlib.image.imread(output).shape[:2] == (720, 1200)
 
     figure = _plot.make_figure(
-        events.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
+        event_files.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
     )
     g_loss, reverse_kl, wasserstein = figure.axes
     # All inf: no line, a centred note, and the panel spans the steps written.

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
-from kerasteps import events, global_step
+from kerasteps import event_files, global_step
 from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
 from kerasteps.recipe import (
     ProvideEvery,
@@ -274,7 +274,7 @@ def test_a_provided_clock_is_logged_and_resumed_from(tmp_path):
             provider,  # listed after the sinks, it still provides first
         ],
     )
-    logged = events.read_scalars(tmp_path)["train"]["train_seconds"]
+    logged = event_files.read_scalars(tmp_path)["train"]["train_seconds"]
     assert [step for step, _ in logged] == [2, 4, 6]
     seconds = [value for _, value in logged]
     assert 0 < seconds[0] < seconds[1] < seconds[2]

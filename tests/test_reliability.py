@@ -669,7 +669,7 @@ def test_launcher_refuses_a_logdir_under_a_file(tmp_path):
 
 
 def test_launcher_refuses_an_unwritable_plot_output(tmp_path):
-    from kerasteps.events import read_scalars  # noqa: F401 - TensorBoard present
+    from kerasteps.event_files import read_scalars  # noqa: F401 - TensorBoard present
 
     logdir = tmp_path / "logs"
     with tf.summary.create_file_writer(str(logdir)).as_default():

@@ -11,7 +11,7 @@ kerasteps summary LOGDIR [--tag TAG]...
 
 `list` and `run NAME` show and run the bundled recipes, the package
 `kerasteps.recipes` (see `kerasteps.recipes._files`). `plot` and `summary` read the
-event files with `kerasteps.events.read_scalars`: a run is each directory under
+event files with `kerasteps.event_files.read_scalars`: a run is each directory under
 LOGDIR that holds event files, named by its path relative to LOGDIR (`.` for LOGDIR
 itself), and every step is the step the summary was written at (the global step for
 kerasteps callbacks).
@@ -19,7 +19,7 @@ kerasteps callbacks).
 A user mistake (unknown recipe, unknown option, bad value, missing LOGDIR, LOGDIR
 without event files, the file system's root as LOGDIR, port in use) prints a
 one-line click error and exits with status 2. A damaged event file is read up to
-the damage, with a WARNING naming it (see `kerasteps.events`), and the other files
+the damage, with a WARNING naming it (see `kerasteps.event_files`), and the other files
 are shown as usual.
 
 Example:
@@ -280,14 +280,14 @@ def _without_tensorflow() -> None:
 def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     """Reads the scalars of LOGDIR, keeping TAGS if given; usage errors exit 2."""
     _without_tensorflow()
-    from kerasteps import events
+    from kerasteps import event_files
 
     hint = "'LOGDIR'"
-    if not events.find_runs(logdir):
+    if not event_files.find_runs(logdir):
         raise click.BadParameter(
             f"no TensorBoard event files under {logdir!r}.", param_hint=hint
         )
-    scalars = events.read_scalars(logdir)
+    scalars = event_files.read_scalars(logdir)
     if not scalars:
         raise click.BadParameter(
             f"the event files under {logdir!r} hold no scalar summaries.",

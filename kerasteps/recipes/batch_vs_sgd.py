@@ -353,9 +353,9 @@ def write_scalars_at_zero(run_dir, values):
     """Writes `values` as TensorBoard scalars at step 0, unless some are there."""
     import tensorflow as tf
 
-    from kerasteps import events
+    from kerasteps import event_files
 
-    written = events.read_scalars(run_dir) if os.path.isdir(run_dir) else {}
+    written = event_files.read_scalars(run_dir) if os.path.isdir(run_dir) else {}
     if any(step == 0 for points in written.get(".", {}).values() for step, _ in points):
         return
     # Plain `simple_value` scalars, as StepTensorBoard writes them.
@@ -408,14 +408,14 @@ def step_of(line):
 
 def read_rows(folder, examples):
     """Reads each mode's curve back from its event files."""
-    from kerasteps import events
+    from kerasteps import event_files
 
     rows = []
     for mode, batch_size in MODES.items():
         mode_dir = os.path.join(folder, mode)
         if not os.path.isdir(mode_dir):
             continue
-        train = events.read_scalars(mode_dir).get("train", {})
+        train = event_files.read_scalars(mode_dir).get("train", {})
         mse = dict(train.get("full_data_mse", []))
         seconds = dict(train.get("train_seconds", []))
         steps = sorted(set(mse) & set(seconds))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 from kerasteps.formatting import format_value
@@ -74,7 +74,7 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
     # Per-example SGD: one update per example, 3000x the full-batch updates.
     assert per_epoch["sgd"] == 3000 * per_epoch["full_batch"]
     assert "makes 3000x the updates per epoch of full-batch" in result.output
-    scalars = events.read_scalars(run_1)
+    scalars = event_files.read_scalars(run_1)
     for mode in MODES:
         assert table[mode]["epochs"] == "1"
         # The time of the mode's last point, as written: milliseconds, or
@@ -175,8 +175,8 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     }
 
     def assert_same_as_straight(modes):
-        expected = events.read_scalars(straight / "run-1")
-        got = events.read_scalars(run_2, sort=False)
+        expected = event_files.read_scalars(straight / "run-1")
+        got = event_files.read_scalars(run_2, sort=False)
         for mode in modes:
             curve = got[f"{mode}/train"]["full_data_mse"]
             steps = [step for step, _ in curve]
@@ -207,7 +207,8 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     assert "full_batch: already at step 2; nothing to train." in result.output
     assert_same_as_straight(["sgd"])
     assert read_jsonl(run_2 / "sgd" / "log.earlier-1.jsonl") == earlier
-    kept = events.read_scalars(run_2 / "sgd" / "earlier-1")["train"]["full_data_mse"]
+    earlier_run = event_files.read_scalars(run_2 / "sgd" / "earlier-1")
+    kept = earlier_run["train"]["full_data_mse"]
     assert [step for step, _ in kept] == [line["step"] for line in earlier]
 
     # Resuming with other data is refused before training.
@@ -252,7 +253,7 @@ def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
     # Each mode's model.keras is its trained model: loaded with Keras alone, its MSE
     # on the pairs is the mode's last logged full_data_mse.
     y = x[:, ::-1] * 0.5 + 0.25
-    scalars = events.read_scalars(logdir / "run-1")
+    scalars = event_files.read_scalars(logdir / "run-1")
     for mode in MODES:
         model = keras.saving.load_model(logdir / "run-1" / mode / "model.keras")
         mse = float(np.mean((np.asarray(model.predict(x, verbose=0)) - y) ** 2))

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 from tests.helpers import read_jsonl, read_scalar_steps
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
 def scalar_steps(logdir: Path, run_name: str, tag: str) -> list[int]:
     """Steps of a tag in write order (so a repeated or backward step shows)."""
-    scalars = events.read_scalars(logdir, sort=False)
+    scalars = event_files.read_scalars(logdir, sort=False)
     return [step for step, _ in scalars[run_name][tag]]
 
 
@@ -62,7 +62,7 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
     model = keras.saving.load_model(folder / "model.keras")
     assert model.optimizer.iterations == 10
 
-    scalars = events.read_scalars(folder)
+    scalars = event_files.read_scalars(folder)
     assert set(scalars) == {"train", "validation"}
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
@@ -138,7 +138,7 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == (
         before
     )
-    assert sorted(events.read_scalars(logdir)) == [
+    assert sorted(event_files.read_scalars(logdir)) == [
         "run-1/train",
         "run-1/validation",
         "run-2/train",
@@ -184,7 +184,7 @@ def test_image_classifier_reads_a_directory_of_class_folders(tmp_path):
     assert "Using 12 files for training." in result.output
     assert "Using 4 files for validation." in result.output
     assert "Classes ['cats', 'dogs']" in result.output
-    scalars = events.read_scalars(logdir / "run-1")
+    scalars = event_files.read_scalars(logdir / "run-1")
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
             assert [step for step, _ in scalars[run_name][tag]] == [2, 4]

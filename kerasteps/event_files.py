@@ -1,12 +1,12 @@
 """Read scalar summaries back from TensorBoard event files.
 
-`read_scalars(logdir)` returns every scalar of every run under a log directory, read
+`read_scalars(log_dir)` returns every scalar of every run under a log directory, read
 with TensorBoard's own event-file reader
 (`tensorboard.backend.event_processing.event_file_loader.EventFileLoader`):
 
-- a **run** is each directory under `logdir`, at any depth, that holds event files
+- a **run** is each directory under `log_dir`, at any depth, that holds event files
   (files whose name contains `tfevents`); it is named by its path relative to
-  `logdir` with `/` separators, and `"."` when the event files are in `logdir`
+  `log_dir` with `/` separators, and `"."` when the event files are in `log_dir`
   itself;
 - both encodings of a scalar are read: TF1 `simple_value` summaries and TF2 tensor
   summaries written by `tf.summary.scalar` (whose plugin metadata is written only
@@ -35,11 +35,11 @@ Example:
 
 >>> import tempfile, tensorflow as tf
 >>> from kerasteps.event_files import read_scalars
->>> logdir = tempfile.mkdtemp()
->>> with tf.summary.create_file_writer(f"{logdir}/train").as_default():
+>>> log_dir = tempfile.mkdtemp()
+>>> with tf.summary.create_file_writer(f"{log_dir}/train").as_default():
 ...     for step in (1, 2, 3):
 ...         _ = tf.summary.scalar("loss", 1.0 / step, step=step)
->>> read_scalars(logdir)["train"]["loss"][-1]
+>>> read_scalars(log_dir)["train"]["loss"][-1]
 (3, 0.3333333432674408)
 """
 
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kerasteps import _compat
+from kerasteps._deprecation import renamed_keyword
 from kerasteps._files._paths import in_pseudo_file_system, is_file_system_root
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
@@ -88,45 +89,48 @@ def is_event_file(name: str | os.PathLike) -> bool:
     return "tfevents" in os.path.basename(os.fspath(name))
 
 
-def _check_logdir(logdir: str | os.PathLike) -> Path:
-    path = Path(logdir)
+def _check_log_dir(log_dir: str | os.PathLike) -> Path:
+    path = Path(log_dir)
     if not path.exists():
-        raise FileNotFoundError(f"`logdir` does not exist, received {str(logdir)!r}.")
+        raise FileNotFoundError(f"`log_dir` does not exist, received {str(log_dir)!r}.")
     if not path.is_dir():
         raise NotADirectoryError(
-            f"`logdir` must be a directory, received {str(logdir)!r}."
+            f"`log_dir` must be a directory, received {str(log_dir)!r}."
         )
     return path
 
 
-def find_runs(logdir: str | os.PathLike) -> dict[str, list[Path]]:
+@renamed_keyword("logdir", "log_dir")
+def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
     """Finds the runs under a log directory and their event files.
 
     Args:
-        logdir: A directory. Runs are the directories under it, at any depth and
-            including `logdir` itself, that hold event files (links are followed,
-            but never into `/proc`, `/sys` or the file system's root).
+        log_dir: A directory. Runs are the directories under it, at any depth and
+            including `log_dir` itself, that hold event files (links are followed,
+            but never into `/proc`, `/sys` or the file system's root). The old
+            spelling `logdir=` works until the next release, with a
+            `DeprecationWarning`.
 
     Returns:
         A `dict` sorted by run name, mapping each run name (its path relative to
-        `logdir`, `/`-separated, `"."` for `logdir` itself) to its event files in
+        `log_dir`, `/`-separated, `"."` for `log_dir` itself) to its event files in
         name order (the order TensorBoard reads them). Empty when there are no
         event files.
 
     Raises:
-        FileNotFoundError: if `logdir` does not exist.
-        NotADirectoryError: if `logdir` is not a directory.
+        FileNotFoundError: if `log_dir` does not exist.
+        NotADirectoryError: if `log_dir` is not a directory.
 
     Example:
 
     >>> import tempfile, tensorflow as tf
     >>> from kerasteps.event_files import find_runs
-    >>> logdir = tempfile.mkdtemp()
-    >>> tf.summary.create_file_writer(f"{logdir}/a/train").close()
-    >>> list(find_runs(logdir))
+    >>> log_dir = tempfile.mkdtemp()
+    >>> tf.summary.create_file_writer(f"{log_dir}/a/train").close()
+    >>> list(find_runs(log_dir))
     ['a/train']
     """
-    root = _check_logdir(logdir)
+    root = _check_log_dir(log_dir)
     runs: dict[str, list[Path]] = {}
     seen: set[str] = set()  # real paths, so that symlink cycles end
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
@@ -245,8 +249,9 @@ def _scalar_value(value, plugins: dict[str, str]) -> float | None:
     return float(array.reshape(()).item())
 
 
+@renamed_keyword("logdir", "log_dir")
 def read_scalars(
-    logdir: str | os.PathLike,
+    log_dir: str | os.PathLike,
     *,
     sort: bool = True,
     wall_time: bool = False,
@@ -254,8 +259,9 @@ def read_scalars(
     """Reads every scalar summary of every run under a log directory.
 
     Args:
-        logdir: A directory holding event files, directly or in subdirectories
-            (one run per directory that holds event files).
+        log_dir: A directory holding event files, directly or in subdirectories
+            (one run per directory that holds event files). The old spelling
+            `logdir=` works until the next release, with a `DeprecationWarning`.
         sort: Bool, default True. Sort each tag's points by step (a stable sort:
             points with equal steps keep their write order). With False, points
             are in the order they were written, to check that steps never go
@@ -269,21 +275,21 @@ def read_scalars(
         without scalars are left out; an empty `dict` means no scalars at all.
 
     Raises:
-        FileNotFoundError: if `logdir` does not exist.
-        NotADirectoryError: if `logdir` is not a directory.
+        FileNotFoundError: if `log_dir` does not exist.
+        NotADirectoryError: if `log_dir` is not a directory.
 
     Example:
 
     >>> import tempfile, tensorflow as tf
     >>> from kerasteps.event_files import read_scalars
-    >>> logdir = tempfile.mkdtemp()
-    >>> with tf.summary.create_file_writer(logdir).as_default():
+    >>> log_dir = tempfile.mkdtemp()
+    >>> with tf.summary.create_file_writer(log_dir).as_default():
     ...     _ = tf.summary.scalar("accuracy", 0.5, step=10)
-    >>> read_scalars(logdir)
+    >>> read_scalars(log_dir)
     {'.': {'accuracy': [(10, 0.5)]}}
     """
     result: dict[str, dict[str, list[tuple]]] = {}
-    for run, files in find_runs(logdir).items():
+    for run, files in find_runs(log_dir).items():
         tags: dict[str, list[tuple]] = {}
         plugins: dict[str, str] = {}  # tag -> plugin name, per run
         for path in files:

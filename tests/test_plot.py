@@ -12,13 +12,13 @@ from kerasteps import event_files
 from kerasteps.cli import _plot
 from tests.helpers import invoke, write_scalars
 
-# Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].
+# Scalars written by the `log_dir` fixture: run -> tag -> [(step, value)].
 
 
 # -------------------------------------------------------------------------- plot
-def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
+def test_plot_writes_one_subplot_per_tag(log_dir, tmp_path):
     output = tmp_path / "out" / "curves.png"
-    result = invoke("plot", str(logdir), "-o", str(output))
+    result = invoke("plot", str(log_dir), "-o", str(output))
     assert result.exit_code == 0, result.output
     # learning_rate has one point: not "constant", so it is drawn.
     assert result.output == f"Wrote {output} (3 tags, 2 runs).\n"
@@ -27,13 +27,13 @@ def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
     assert float(np.std(image[..., :3])) > 0.01
 
     only = tmp_path / "loss.png"
-    result = invoke("plot", str(logdir), "-o", str(only), "--tag", "loss")
+    result = invoke("plot", str(log_dir), "-o", str(only), "--tag", "loss")
     assert result.exit_code == 0, result.output
     assert result.output == f"Wrote {only} (1 tag, 2 runs).\n"
     assert matplotlib.image.imread(only).shape[:2] == (360, 600)
 
     result = invoke(
-        "plot", str(logdir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
+        "plot", str(log_dir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
     )
     assert "(1 tag, 1 run)." in result.output  # only run "b" has it
 

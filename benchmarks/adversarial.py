@@ -33,7 +33,7 @@ scenarios (`--only` takes these names):
 - `full-disk`: 20 runs of `tests/scripts/full_disk_train.py` (`--how rlimit` and,
   on a small tmpfs where this process may mount one, `--how fill`): exit 3 with
   the disk error, never a signal, and every committed checkpoint restores;
-- `launcher`: `kerasteps run global_step --logdir /proc/x` and `--logdir /`,
+- `launcher`: `kerasteps run global_step --log-dir /proc/x` and `--log-dir /`,
   `kerasteps summary /`, `kerasteps summary DIR` with an event file whose record
   claims 2**40 bytes: exit 2 with one `Error:` line, or exit 0 with one WARNING.
 
@@ -1227,8 +1227,8 @@ def scenario_launcher(tmp: str) -> str:
     _event_file(bad, 1, damaged=True)
     _event_file(logs / "good" / "events.out.tfevents.1.host", 10, damaged=False)
     commands = {
-        "run --logdir /proc/x": ["run", "global_step", "--logdir", "/proc/x"],
-        "run --logdir /": ["run", "global_step", "--logdir", "/"],
+        "run --log-dir /proc/x": ["run", "global_step", "--log-dir", "/proc/x"],
+        "run --log-dir /": ["run", "global_step", "--log-dir", "/"],
         "summary /": ["summary", "/"],
         "summary DIR": ["summary", str(logs)],
     }

@@ -19,7 +19,7 @@ A recipe file
    `kerasteps list`, which reads it with `ast` without importing the file);
 2. defines a click command named **`main`**, decorated with `@click.command()`;
 3. takes the common options through `@common_options(...)` (below `@click.command()`),
-   so that its function receives `steps`, `log_every`, `logdir`, `seed` and `resume`
+   so that its function receives `steps`, `log_every`, `log_dir`, `seed` and `resume`
    keyword arguments (less those it leaves out: `common_options(steps=None)`), plus
    any options of its own;
 4. ends with `if __name__ == "__main__": main()`;
@@ -40,14 +40,14 @@ from kerasteps.recipe import common_options, print_log_hint
 
 
 @click.command()
-@common_options(steps=200, log_every=50, logdir="logs/hello")
+@common_options(steps=200, log_every=50, log_dir="logs/hello")
 @click.option("--lr", type=float, default=0.1, show_default=True, help="SGD rate.")
-def main(steps, log_every, logdir, seed, resume, lr):
+def main(steps, log_every, log_dir, seed, resume, lr):
     \"\"\"Fit a line and log the loss every N global steps.\"\"\"
     import keras
     keras.utils.set_random_seed(seed)
     ...  # build, compile, fit until the global step reaches `steps`
-    print_log_hint(logdir)
+    print_log_hint(log_dir)
 
 
 if __name__ == "__main__":
@@ -56,9 +56,9 @@ if __name__ == "__main__":
 
 Meaning of the common options: `--steps` is the global step to train to (a resumed
 run continues up to it, it does not add `steps` more); `--log-every` the period of
-the `kerasteps.Every` schedule the recipe's callbacks share; `--logdir` the folder of
+the `kerasteps.Every` schedule the recipe's callbacks share; `--log-dir` the folder of
 the recipe's runs: each run writes its event files, JSON lines, checkpoints and model
-to its own `LOGDIR/run-N` (`start_run`, `open_run`); `--seed` the seed for
+to its own `LOG_DIR/run-N` (`start_run`, `open_run`); `--seed` the seed for
 `keras.utils.set_random_seed`; `--resume` continue the latest run from its newest
 checkpoint (without it a new run starts at step 0); `--verbose` show TensorFlow's
 start-up lines, which are held back otherwise.
@@ -67,7 +67,7 @@ A recipe's `main` body typically reads:
 
 ```python
 model = ...  # built and compiled
-run = start_run(model, logdir, steps, resume)  # prints "New run: ..." or "Resumed ..."
+run = start_run(model, log_dir, steps, resume)  # prints "New run: ..." or "Resumed ..."
 if run.stop is None:
     return  # already at --steps
 model.fit(..., callbacks=[StepTensorBoard(run.folder, ...), ..., run.stop])
@@ -77,7 +77,7 @@ print_log_hint(run.folder)
 
 The rest of the kit serves recipes that train several models in one run, or time
 their training (`batch_vs_sgd`): `begin_run` opens the run and refuses a `--resume`
-with other settings (`LOGDIR/run-N/run.json`); `resume_from_checkpoint` restores one
+with other settings (`LOG_DIR/run-N/run.json`); `resume_from_checkpoint` restores one
 model and says from where; `ProvideEvery` hands a recipe's own measurement to the
 sinks; `TrainingClock` sums the time inside `fit`'s training calls, after `warm_up`
 compiled them; `exit_if_interrupted` ends a run that SIGTERM or Ctrl-C stopped with
@@ -95,6 +95,7 @@ and loading recipe files is the launcher's concern (`kerasteps/recipes/_files.py
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import numbers
 import os
@@ -105,8 +106,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from kerasteps import _startup
+from kerasteps._deprecation import renamed_keyword, warn_renamed
 from kerasteps._files._paths import creatable_problem
 from kerasteps._validate import check_int
 
@@ -138,21 +141,27 @@ SETTINGS_FILE = "run.json"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@renamed_keyword("logdir", "log_dir")
 def common_options(
     *,
     steps: int | None = 1000,
     log_every: int | None = 100,
-    logdir: str | None = "logs",
+    log_dir: str | None = "logs",
     seed: int | None = 0,
 ) -> Callable[[F], F]:
     """Adds the options every recipe takes, with per-recipe defaults.
 
     The decorated function receives five keyword arguments: `steps` (int >= 1),
-    `log_every` (int >= 1), `logdir` (str), `seed` (int) and `resume` (bool), from
-    the options `--steps`, `--log-every`, `--logdir`, `--seed` and `--resume`,
+    `log_every` (int >= 1), `log_dir` (str), `seed` (int) and `resume` (bool), from
+    the options `--steps`, `--log-every`, `--log-dir`, `--seed` and `--resume`,
     listed in that order before the recipe's own options in `--help`, followed by
-    `--verbose`. `logdir` is the folder of the recipe's runs: `start_run` (or
-    `open_run`) picks the run's own folder `LOGDIR/run-N` in it.
+    `--verbose`. `log_dir` is the folder of the recipe's runs: `start_run` (or
+    `open_run`) picks the run's own folder `LOG_DIR/run-N` in it.
+
+    Old spellings, until the next release: `--logdir` (hidden from `--help`) is
+    `--log-dir`, with a warning on stderr; `common_options(logdir=...)` and a
+    function whose parameter is named `logdir` (it then receives the option as
+    `logdir`) work, with a `DeprecationWarning`.
 
     A default of `None` leaves that option out, and the function does not receive
     it: `steps=None` for a recipe that trains for a number of epochs, so that its
@@ -166,15 +175,16 @@ def common_options(
         steps: Default of `--steps`, the global step to train to. Default 1000.
         log_every: Default of `--log-every`, the logging period in global steps.
             Default 100.
-        logdir: Default of `--logdir`, where logs and checkpoints go (relative to
+        log_dir: Default of `--log-dir`, where logs and checkpoints go (relative to
             the working directory). Default `"logs"`; use `"logs/<recipe name>"`.
+            `logdir=` is its deprecated spelling.
         seed: Default of `--seed`, the random seed. Default 0.
 
     Returns:
         A decorator to place between `@click.command()` and the function.
 
     Raises:
-        ValueError: if `steps` or `log_every` is < 1, or `logdir` is empty.
+        ValueError: if `steps` or `log_every` is < 1, or `log_dir` is empty.
         TypeError: if `steps`, `log_every` or `seed` is not an int.
 
     Example:
@@ -183,21 +193,26 @@ def common_options(
     >>> from click.testing import CliRunner
     >>> from kerasteps.recipe import common_options
     >>> @click.command()
-    ... @common_options(steps=20, log_every=5, logdir="logs/demo")
-    ... def main(steps, log_every, logdir, seed, resume):
-    ...     click.echo(f"{steps} {log_every} {logdir} {seed} {resume}")
+    ... @common_options(steps=20, log_every=5, log_dir="logs/demo")
+    ... def main(steps, log_every, log_dir, seed, resume):
+    ...     click.echo(f"{steps} {log_every} {log_dir} {seed} {resume}")
     >>> CliRunner().invoke(main, ["--steps", "40", "--resume"]).output
     '40 5 logs/demo 0 True\\n'
     >>> @click.command()
-    ... @common_options(steps=None, logdir="logs/epochs")
-    ... def by_epochs(log_every, logdir, seed, resume):
-    ...     click.echo(f"{log_every} {logdir}")
+    ... @common_options(steps=None, log_dir="logs/epochs")
+    ... def by_epochs(log_every, log_dir, seed, resume):
+    ...     click.echo(f"{log_every} {log_dir}")
     >>> CliRunner().invoke(by_epochs, []).output
     '100 logs/epochs\\n'
     >>> "--steps" in CliRunner().invoke(by_epochs, ["--help"]).output
     False
     """
-    defaults = {"steps": steps, "log_every": log_every, "logdir": logdir, "seed": seed}
+    defaults = {
+        "steps": steps,
+        "log_every": log_every,
+        "log_dir": log_dir,
+        "seed": seed,
+    }
     options = [
         click.option(
             "--" + name.replace("_", "-"),
@@ -208,6 +223,8 @@ def common_options(
         for name, default in defaults.items()
         if default is not None
     ]
+    if log_dir is not None:
+        options.append(_LOGDIR_ALIAS)
     options.append(click.option("--resume", is_flag=True, help=_RESUME_HELP))
     options.append(
         click.option(
@@ -222,6 +239,8 @@ def common_options(
     )
 
     def decorator(function: F) -> F:
+        if log_dir is not None:
+            function = _log_dir_as_logdir(function)
         # click lists options in the order their decorators are written, i.e. the
         # reverse of the order they are applied.
         for option in reversed(options):
@@ -240,8 +259,29 @@ def _checked_default(name: str, value: Any) -> Any:
             raise TypeError(f"`seed` must be an int, received {value!r}.")
         return int(value)
     if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise ValueError(f"`logdir` must be a non-empty path, received {value!r}.")
+        raise ValueError(f"`log_dir` must be a non-empty path, received {value!r}.")
     return str(value)
+
+
+def _log_dir_as_logdir(function: F) -> F:
+    """`function`, or, when it names a parameter `logdir` and none `log_dir` (a
+    recipe written before the rename), `function` taking `log_dir` as `logdir`,
+    with a `DeprecationWarning` now."""
+    parameters = inspect.signature(function).parameters
+    if "logdir" not in parameters or "log_dir" in parameters:
+        return function
+    warn_renamed(
+        f"The parameter `logdir` of the recipe function {function.__qualname__}()",
+        "`log_dir` (the name common_options passes)",
+        stacklevel=4,
+    )
+
+    @functools.wraps(function)
+    def with_old_name(*args: Any, **kwargs: Any) -> Any:
+        kwargs["logdir"] = kwargs.pop("log_dir")
+        return function(*args, **kwargs)
+
+    return with_old_name  # type: ignore[return-value]
 
 
 def _after_quiet_startup(function: F) -> F:
@@ -262,17 +302,65 @@ def _set_verbose(
         os.environ[_startup.VERBOSE_ENV] = "1"
 
 
-def _check_logdir(
+def _check_log_dir(
     context: click.Context, parameter: click.Parameter, value: str
 ) -> str:
-    """`--logdir` must be a directory this process can create and write.
+    """`--log-dir` must be a directory this process can create and write.
 
     Nothing is created here: a run refused for another option leaves no folder.
+    A `--logdir` given instead (`_deprecated_logdir`, processed before) is used.
     """
+    given = context.meta.pop(_LOGDIR_GIVEN, None)
+    if given is not None:
+        if context.get_parameter_source(parameter.name) is ParameterSource.COMMANDLINE:
+            raise _both_spellings(context)
+        return given
     problem = creatable_problem(value)
     if problem:
         raise click.BadParameter(problem)
     return value
+
+
+def _deprecated_logdir(
+    context: click.Context, parameter: click.Parameter, value: str | None
+) -> None:
+    """`--logdir DIR`, the old spelling of `--log-dir DIR`: warns on stderr, checks
+    DIR as `--log-dir` does and hands it to `--log-dir` (whose callback runs after
+    this one when `--log-dir` is not given: click processes the options given
+    first, in command-line order)."""
+    if value is None:
+        return
+    click.echo(
+        "Warning: --logdir is deprecated and will be removed in the next release; "
+        "use --log-dir.",
+        err=True,
+    )
+    if context.get_parameter_source("log_dir") is ParameterSource.COMMANDLINE:
+        raise _both_spellings(context)
+    problem = creatable_problem(value)
+    if problem:
+        raise click.BadParameter(problem)
+    context.meta[_LOGDIR_GIVEN] = value
+
+
+def _both_spellings(context: click.Context) -> click.UsageError:
+    return click.UsageError(
+        "--logdir is the deprecated spelling of --log-dir: give --log-dir only.",
+        ctx=context,
+    )
+
+
+#: Where `--logdir`'s value waits for `--log-dir` (`context.meta`).
+_LOGDIR_GIVEN = "kerasteps.recipe.logdir"
+#: `--logdir`, the old spelling of `--log-dir`: hidden, for one release.
+_LOGDIR_ALIAS = click.option(
+    "--logdir",
+    type=click.Path(file_okay=False, dir_okay=True),
+    hidden=True,
+    expose_value=False,
+    callback=_deprecated_logdir,
+    help="Deprecated spelling of --log-dir.",
+)
 
 
 #: The common options with a default (see `common_options`): their click settings.
@@ -283,27 +371,28 @@ _COMMON_OPTIONS: dict[str, dict[str, Any]] = {
         "up to it).",
     },
     "log_every": {"type": click.IntRange(min=1), "help": "Log every N global steps."},
-    "logdir": {
+    "log_dir": {
         "type": click.Path(file_okay=False, dir_okay=True),
-        "callback": _check_logdir,
+        "callback": _check_log_dir,
         "help": "Directory for event files, logs and checkpoints.",
     },
     "seed": {"type": int, "help": "Random seed (keras.utils.set_random_seed)."},
 }
 _RESUME_HELP = (
-    "Continue the latest run in LOGDIR (LOGDIR/run-N) from its latest checkpoint, "
+    "Continue the latest run in LOG_DIR (LOG_DIR/run-N) from its latest checkpoint, "
     "instead of starting a new run at step 0."
 )
 
 
-def print_log_hint(logdir: str | os.PathLike) -> None:
+@renamed_keyword("logdir", "log_dir")
+def print_log_hint(log_dir: str | os.PathLike) -> None:
     """Prints where a run's logs are and the commands to look at them.
 
-    For a run folder `LOGDIR/run-N`, TensorBoard and the plot are pointed at
-    `LOGDIR`, so the run shows beside the earlier ones; the table at the run.
+    For a run folder `LOG_DIR/run-N`, TensorBoard and the plot are pointed at
+    `LOG_DIR`, so the run shows beside the earlier ones; the table at the run.
 
     Args:
-        logdir: The run's folder (`Run.folder`), or any log directory.
+        log_dir: The run's folder (`Run.folder`), or any log directory.
 
     Example:
 
@@ -314,7 +403,7 @@ def print_log_hint(logdir: str | os.PathLike) -> None:
       plot:  kerasteps plot logs/demo -o curves.png
       table: kerasteps summary logs/demo/run-2
     """
-    run = str(logdir)
+    run = str(log_dir)
     parent = os.path.dirname(run) if _RUN_NAME.fullmatch(os.path.basename(run)) else ""
     runs = parent or run
     click.echo(f"Logs written to {run}")
@@ -347,7 +436,7 @@ class RunFolder(NamedTuple):
     """The folder of one run of a recipe, from `open_run`.
 
     Attributes:
-        path: `LOGDIR/run-N`.
+        path: `LOG_DIR/run-N`.
         number: N.
         resumed: True when it continues an earlier run (`--resume`), False for a
             new run.
@@ -362,7 +451,7 @@ class Run(NamedTuple):
     """A run, planned by `start_run`.
 
     Attributes:
-        folder: The run's folder, `LOGDIR/run-N`: event files, JSON lines,
+        folder: The run's folder, `LOG_DIR/run-N`: event files, JSON lines,
             checkpoints and what the recipe saves go there.
         start: The global step training starts from (0 for a new run).
         stop: The `StopAtStep(steps)` callback to pass to `fit()`, or None when
@@ -374,69 +463,70 @@ class Run(NamedTuple):
     stop: Any
 
 
-def _run_numbers(logdir: str) -> list[int]:
+def _run_numbers(log_dir: str) -> list[int]:
     try:
-        names = os.listdir(logdir)
+        names = os.listdir(log_dir)
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(
         int(match.group(1))
         for name in names
         if (match := _RUN_NAME.fullmatch(name))
-        and os.path.isdir(os.path.join(logdir, name))
+        and os.path.isdir(os.path.join(log_dir, name))
     )
 
 
-def open_run(logdir: str | os.PathLike, resume: bool) -> RunFolder:
-    """Picks the folder of this run under `logdir`, as Lightning's `version_N`.
+@renamed_keyword("logdir", "log_dir")
+def open_run(log_dir: str | os.PathLike, resume: bool) -> RunFolder:
+    """Picks the folder of this run under `log_dir`, as Lightning's `version_N`.
 
     Each run gets its own folder, so a new run never touches an earlier run's logs
-    and checkpoints: a new run creates `LOGDIR/run-N` with N one more than the
+    and checkpoints: a new run creates `LOG_DIR/run-N` with N one more than the
     largest existing one (starting at 1); `resume` continues the run with the
-    largest N, or creates `run-1` when there is none. A `logdir` that is itself
+    largest N, or creates `run-1` when there is none. A `log_dir` that is itself
     named `run-N` is taken as the run's folder: `resume` continues it, and a new
     run there is allowed only while it is empty (else `click.UsageError`).
 
     Args:
-        logdir: The recipe's `--logdir`, the parent of its runs.
+        log_dir: The recipe's `--log-dir`, the parent of its runs.
         resume: Continue the latest run (`--resume`) instead of starting one.
 
     Returns:
         A `RunFolder`; its folder exists.
 
     Raises:
-        click.UsageError: if `logdir` is an earlier `run-N` folder and not
+        click.UsageError: if `log_dir` is an earlier `run-N` folder and not
             `resume`.
 
     Example:
 
     >>> import tempfile
     >>> from kerasteps.recipe import open_run
-    >>> logdir = tempfile.mkdtemp()
-    >>> open_run(logdir, resume=False).number, open_run(logdir, resume=False).number
+    >>> log_dir = tempfile.mkdtemp()
+    >>> open_run(log_dir, resume=False).number, open_run(log_dir, resume=False).number
     (1, 2)
-    >>> open_run(logdir, resume=True).number
+    >>> open_run(log_dir, resume=True).number
     2
     """
-    logdir = os.fspath(logdir)
-    own = _RUN_NAME.fullmatch(os.path.basename(os.path.normpath(logdir)))
+    log_dir = os.fspath(log_dir)
+    own = _RUN_NAME.fullmatch(os.path.basename(os.path.normpath(log_dir)))
     if own:
-        os.makedirs(logdir, exist_ok=True)
-        if not resume and os.listdir(logdir):
+        os.makedirs(log_dir, exist_ok=True)
+        if not resume and os.listdir(log_dir):
             raise click.UsageError(
-                f"--logdir {logdir} holds an earlier run. Give --resume to continue "
-                f"it, or the parent folder {os.path.dirname(logdir) or '.'} to start "
+                f"--log-dir {log_dir} holds an earlier run. Give --resume to continue "
+                f"it, or the parent folder {os.path.dirname(log_dir) or '.'} to start "
                 "a new run beside it."
             )
-        return RunFolder(logdir, int(own.group(1)), resume)
-    numbers = _run_numbers(logdir)
+        return RunFolder(log_dir, int(own.group(1)), resume)
+    numbers = _run_numbers(log_dir)
     if resume and numbers:
-        path = os.path.join(logdir, f"run-{numbers[-1]}")
+        path = os.path.join(log_dir, f"run-{numbers[-1]}")
         return RunFolder(path, numbers[-1], True)
-    os.makedirs(logdir, exist_ok=True)
+    os.makedirs(log_dir, exist_ok=True)
     number = numbers[-1] + 1 if numbers else 1
     while True:  # another process may take a number at the same moment
-        path = os.path.join(logdir, f"run-{number}")
+        path = os.path.join(log_dir, f"run-{number}")
         try:
             os.mkdir(path)
         except FileExistsError:
@@ -445,14 +535,15 @@ def open_run(logdir: str | os.PathLike, resume: bool) -> RunFolder:
         return RunFolder(path, number, False)
 
 
+@renamed_keyword("logdir", "log_dir")
 def begin_run(
-    logdir: str | os.PathLike,
+    log_dir: str | os.PathLike,
     resume: bool,
     settings: Mapping[str, Any] | None = None,
 ) -> RunFolder:
     """Opens the run's folder, keeps its settings, and says when it is a new run.
 
-    `open_run` picks the folder; a new run prints `New run: LOGDIR/run-N`.
+    `open_run` picks the folder; a new run prints `New run: LOG_DIR/run-N`.
     `settings`, the options a resumed run must not change (the data, a learning
     rate, a seed), are saved in the run's `run.json`; a `--resume` whose settings
     differ from the saved ones is refused with a `click.UsageError` naming each
@@ -460,7 +551,7 @@ def begin_run(
     after every option is checked.
 
     Args:
-        logdir: The recipe's `--logdir` (see `open_run`).
+        log_dir: The recipe's `--log-dir` (see `open_run`).
         resume: Continue the latest run (`--resume`).
         settings: Optional JSON-serialisable `{name: value}`, saved in order.
 
@@ -468,25 +559,25 @@ def begin_run(
         The `RunFolder`.
 
     Raises:
-        click.UsageError: a `--resume` with other settings, or a `logdir` that is
+        click.UsageError: a `--resume` with other settings, or a `log_dir` that is
             an earlier run's `run-N` folder without `--resume` (`open_run`).
 
     Example:
 
     >>> import tempfile, click
     >>> from kerasteps.recipe import begin_run
-    >>> logdir = tempfile.mkdtemp()
-    >>> run = begin_run(logdir, False, {"lr": 0.3})  # doctest: +ELLIPSIS
+    >>> log_dir = tempfile.mkdtemp()
+    >>> run = begin_run(log_dir, False, {"lr": 0.3})  # doctest: +ELLIPSIS
     New run: .../run-1
-    >>> begin_run(logdir, True, {"lr": 0.3}).number
+    >>> begin_run(log_dir, True, {"lr": 0.3}).number
     1
     >>> try:
-    ...     begin_run(logdir, True, {"lr": 0.1})
+    ...     begin_run(log_dir, True, {"lr": 0.1})
     ... except click.UsageError as error:
     ...     print(error.message)  # doctest: +ELLIPSIS
     --resume needs the settings of the run in .../run-1, but lr: 0.3 -> 0.1.
     """
-    folder = open_run(logdir, resume)
+    folder = open_run(log_dir, resume)
     if settings is not None:
         _save_settings(folder, settings)
     if not folder.resumed:
@@ -517,9 +608,10 @@ def _save_settings(folder: RunFolder, settings: Mapping[str, Any]) -> None:
     _atomic.write_text(path, json.dumps(dict(settings)))
 
 
+@renamed_keyword("logdir", "log_dir")
 def start_run(
     model: Any,
-    logdir: str | os.PathLike,
+    log_dir: str | os.PathLike,
     steps: int,
     resume: bool,
     settings: Mapping[str, Any] | None = None,
@@ -534,7 +626,7 @@ def start_run(
 
     Args:
         model: The compiled model, in its initial state.
-        logdir: The recipe's `--logdir` (see `open_run`).
+        log_dir: The recipe's `--log-dir` (see `open_run`).
         steps: The global step to train to (`--steps`).
         resume: Continue the latest run from its newest checkpoint (`--resume`).
         settings: Optional settings a `--resume` must keep (see `begin_run`).
@@ -550,20 +642,21 @@ def start_run(
     >>> from kerasteps.recipe import start_run
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile("sgd", "mse")
-    >>> logdir = tempfile.mkdtemp()
-    >>> run = start_run(model, logdir, 100, resume=False)  # doctest: +ELLIPSIS
+    >>> log_dir = tempfile.mkdtemp()
+    >>> run = start_run(model, log_dir, 100, resume=False)  # doctest: +ELLIPSIS
     New run: .../run-1
     >>> run.start, run.stop.max_steps
     (0, 100)
     """
-    folder = begin_run(logdir, resume, settings)
+    folder = begin_run(log_dir, resume, settings)
     start, stop = resume_run(model, folder.path, steps, folder.resumed)
     return Run(folder.path, start, stop)
 
 
+@renamed_keyword("logdir", "log_dir")
 def resume_run(
     model: Any,
-    logdir: str | os.PathLike,
+    log_dir: str | os.PathLike,
     steps: int,
     resume: bool,
     step_name: str = "global step",
@@ -572,13 +665,13 @@ def resume_run(
 
     `start_run` does this after picking the run's folder; call this one for a
     folder of your own. The checkpoints are those of `StepCheckpoint` in
-    `LOGDIR/checkpoints`. Call it before `fit()`, which must continue from the
+    `LOG_DIR/checkpoints`. Call it before `fit()`, which must continue from the
     step it returns. When `resume`, it prints `Resumed from step N (checkpoint
     PATH)`, or that there is no checkpoint to resume from.
 
     Args:
         model: The compiled model, in its initial state.
-        logdir: The run's folder.
+        log_dir: The run's folder.
         steps: The global step to train to (`--steps`).
         resume: Whether to restore the newest checkpoint (`--resume`).
         step_name: How the "already there" message names the global step,
@@ -603,13 +696,13 @@ def resume_run(
     """
     from kerasteps.callbacks import StopAtStep
 
-    checkpoints = os.path.join(logdir, "checkpoints")
+    checkpoints = os.path.join(log_dir, "checkpoints")
     start = resume_from_checkpoint(model, checkpoints) if resume else 0
     stop = StopAtStep(steps)
     if stop.remaining(model) == 0:
         short = step_name.split()[-1]  # "global step" -> "step"
         click.echo(f"Already at {short} {start} >= --steps {steps}; nothing to train.")
-        print_log_hint(logdir)
+        print_log_hint(log_dir)
         return start, None
     return start, stop
 

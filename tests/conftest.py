@@ -69,7 +69,7 @@ def bundled_recipes():
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory) -> Path:
+def log_dir(tmp_path_factory) -> Path:
     """Two runs at different depths ("a/train", "b"), two tags each, plus one
     simple_value tag and a histogram (not a scalar) in run "b"."""
     import tensorflow as tf

@@ -223,7 +223,7 @@ def assert_round_trip(model: keras.Model, inputs: np.ndarray, tmp_path) -> None:
     np.testing.assert_allclose(loaded.predict(inputs, verbose=0), expected, atol=1e-6)
 
 
-# Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].
+# Scalars written by the `log_dir` fixture: run -> tag -> [(step, value)].
 
 TRAIN_LOSS = [(10, 1.0), (20, 0.25), (30, 0.5)]
 

@@ -25,12 +25,12 @@ import tensorflow as tf
 from click.testing import CliRunner
 
 import kerasteps
-from kerasteps import events, recipe
+from kerasteps import event_files, recipe
 from kerasteps.cli import best_mode, main
 from kerasteps.recipes import _files as _recipe_files
 from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scalars
 
-# Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].
+# Scalars written by the `log_dir` fixture: run -> tag -> [(step, value)].
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def test_run_by_name_passes_options(fixture_recipes):
     assert result.output.splitlines() == [
         "hello bob",
         "hello bob",
-        "steps=3 log_every=2 logdir=logs/hello seed=0 resume=True",
+        "steps=3 log_every=2 log_dir=logs/hello seed=0 resume=True",
     ]
 
 
@@ -121,7 +121,7 @@ def test_run_help_shows_the_recipe_options(fixture_recipes):
         for line in result.output.splitlines()
         if re.match(r"  (-\w, )?--", line)
     ]
-    assert options[:5] == ["--steps", "--log-every", "--logdir", "--seed", "--resume"]
+    assert options[:5] == ["--steps", "--log-every", "--log-dir", "--seed", "--resume"]
     assert {"--name", "--times", "--help"} <= set(options)
     assert "[default: 7; x>=1]" in " ".join(result.output.split())  # its default
 
@@ -139,10 +139,10 @@ def test_run_user_file_by_path(tmp_path, monkeypatch):
             from kerasteps.recipe import common_options
 
             @click.command()
-            @common_options(steps=5, log_every=1, logdir="logs/mine")
+            @common_options(steps=5, log_every=1, log_dir="logs/mine")
             @click.option("--who", required=True)
-            def main(steps, log_every, logdir, seed, resume, who):
-                click.echo(f"{my_helpers.GREETING} {who} {steps} {logdir} {seed}")
+            def main(steps, log_every, log_dir, seed, resume, who):
+                click.echo(f"{my_helpers.GREETING} {who} {steps} {log_dir} {seed}")
 
             if __name__ == "__main__":
                 main()
@@ -165,7 +165,7 @@ def test_run_user_file_by_path(tmp_path, monkeypatch):
 
 
 def test_run_training_recipe_logs_at_global_steps(fixture_recipes, tmp_path):
-    run_logdir = tmp_path / "tiny"
+    run_log_dir = tmp_path / "tiny"
     result = invoke(
         "run",
         "tiny-fit",
@@ -173,13 +173,13 @@ def test_run_training_recipe_logs_at_global_steps(fixture_recipes, tmp_path):
         "6",
         "--log-every",
         "2",
-        "--logdir",
-        str(run_logdir),
+        "--log-dir",
+        str(run_log_dir),
     )
     assert result.exit_code == 0, result.output
     assert "global step 6" in result.output
-    assert f"view:  kerasteps board {run_logdir}" in result.output
-    scalars = events.read_scalars(run_logdir)
+    assert f"view:  kerasteps board {run_log_dir}" in result.output
+    scalars = event_files.read_scalars(run_log_dir)
     assert list(scalars) == ["train"]
     assert [step for step, _ in scalars["train"]["loss"]] == [2, 4, 6]
 
@@ -240,7 +240,7 @@ def test_console_script_usage_error_has_no_traceback(tmp_path):
     )
 
 
-def test_plot_and_summary_usage_errors(logdir, tmp_path):
+def test_plot_and_summary_usage_errors(log_dir, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     no_scalars = tmp_path / "no_scalars"
@@ -256,15 +256,15 @@ def test_plot_and_summary_usage_errors(logdir, tmp_path):
         (["summary", str(empty)], f"no TensorBoard event files under '{empty}'."),
         (["summary", str(no_scalars)], "hold no scalar summaries"),
         (
-            ["plot", str(logdir), "--tag", "nope"],
+            ["plot", str(log_dir), "--tag", "nope"],
             "no scalar tag 'nope' under",
         ),
         (
-            ["plot", str(logdir), "-o", str(tmp_path / "curves.xyz")],
+            ["plot", str(log_dir), "-o", str(tmp_path / "curves.xyz")],
             "unsupported image format",
         ),
-        (["plot", str(logdir), "--bogus"], "No such option"),
-        (["plot", str(logdir), "--xscale", "symlog"], "Invalid value for '--xscale'"),
+        (["plot", str(log_dir), "--bogus"], "No such option"),
+        (["plot", str(log_dir), "--xscale", "symlog"], "Invalid value for '--xscale'"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(main, args)
@@ -273,7 +273,7 @@ def test_plot_and_summary_usage_errors(logdir, tmp_path):
         assert message in result.output, (args, result.output)
     assert (
         "Tags: accuracy, learning_rate, loss."
-        in CliRunner().invoke(main, ["plot", str(logdir), "--tag", "nope"]).output
+        in CliRunner().invoke(main, ["plot", str(log_dir), "--tag", "nope"]).output
     )
 
 
@@ -283,8 +283,8 @@ SUMMARY_HEADER = [
 ]  # fmt: skip
 
 
-def test_summary_table(logdir):
-    result = invoke("summary", str(logdir))
+def test_summary_table(log_dir):
+    result = invoke("summary", str(log_dir))
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     rows = [line.split() for line in lines]
@@ -302,7 +302,7 @@ def test_summary_table(logdir):
         "b        learning_rate       1          5  0.125000         -          -"
         "  0.125000  0.125000"
     )
-    result = invoke("summary", str(logdir), "--tag", "loss")
+    result = invoke("summary", str(log_dir), "--tag", "loss")
     assert [line.split()[:2] for line in result.output.splitlines()[1:]] == [
         ["a/train", "loss"],
         ["b", "loss"],
@@ -348,7 +348,7 @@ def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
     lines = result.output.splitlines()
     assert lines[0].split() == SUMMARY_HEADER
     table = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:]}
-    scalars = events.read_scalars(str(tmp_path))
+    scalars = event_files.read_scalars(str(tmp_path))
     directed = {
         ("plain/train", "loss"): "min",
         ("plain/train", "mae"): "min",
@@ -439,12 +439,12 @@ def test_best_mode_rule():
 
 
 # ------------------------------------------------------------------------- board
-def test_board_refuses_a_port_in_use(logdir):
+def test_board_refuses_a_port_in_use(log_dir):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = CliRunner().invoke(main, ["board", str(logdir), "--port", str(port)])
+        result = CliRunner().invoke(main, ["board", str(log_dir), "--port", str(port)])
     assert result.exit_code == 2
     assert "Invalid value for '--port': cannot listen on 127.0.0.1:" in result.output
 
@@ -454,12 +454,12 @@ def get_json(url: str):
         return json.loads(response.read())
 
 
-def test_board_serves_the_runs_over_http(logdir, tmp_path):
+def test_board_serves_the_runs_over_http(log_dir, tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = (tmp_path / "board.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kerasteps.cli", "board", str(logdir)]
+        [sys.executable, "-m", "kerasteps.cli", "board", str(log_dir)]
         + ["--port", str(port), "--", "--reload_interval", "1"],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -489,7 +489,7 @@ def test_board_serves_the_runs_over_http(logdir, tmp_path):
         with pytest.raises((urllib.error.URLError, ConnectionError)):
             get_json(f"{base}/data/runs")
         text = (tmp_path / "board.log").read_text()
-        assert f"TensorBoard on {logdir}: {base}/  (Ctrl-C to stop)" in text
+        assert f"TensorBoard on {log_dir}: {base}/  (Ctrl-C to stop)" in text
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)  # our own session only
@@ -534,14 +534,14 @@ def test_a_recipe_run_prints_no_tensorflow_start_up_lines(tmp_path):
 
 
 def test_summary_and_plot_do_not_import_tensorflow(tmp_path):
-    logdir = tmp_path / "logs"
-    write_scalars(logdir / "train", {"loss": [(1, 0.5), (2, 0.25)]})
+    log_dir = tmp_path / "logs"
+    write_scalars(log_dir / "train", {"loss": [(1, 0.5), (2, 0.25)]})
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
         "from kerasteps.cli import main\n"
-        f"for args in (['summary', {str(logdir)!r}], "
-        f"['plot', {str(logdir)!r}, '-o', {str(tmp_path / 'c.png')!r}]):\n"
+        f"for args in (['summary', {str(log_dir)!r}], "
+        f"['plot', {str(log_dir)!r}, '-o', {str(tmp_path / 'c.png')!r}]):\n"
         "    assert CliRunner().invoke(main, args).exit_code == 0\n"
         "print('tensorflow' in sys.modules, 'keras' in sys.modules)\n"
     )

@@ -8,17 +8,17 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.cli import _plot
 from tests.helpers import invoke, write_scalars
 
-# Scalars written by the `logdir` fixture: run -> tag -> [(step, value)].
+# Scalars written by the `log_dir` fixture: run -> tag -> [(step, value)].
 
 
 # -------------------------------------------------------------------------- plot
-def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
+def test_plot_writes_one_subplot_per_tag(log_dir, tmp_path):
     output = tmp_path / "out" / "curves.png"
-    result = invoke("plot", str(logdir), "-o", str(output))
+    result = invoke("plot", str(log_dir), "-o", str(output))
     assert result.exit_code == 0, result.output
     # learning_rate has one point: not "constant", so it is drawn.
     assert result.output == f"Wrote {output} (3 tags, 2 runs).\n"
@@ -27,13 +27,13 @@ def test_plot_writes_one_subplot_per_tag(logdir, tmp_path):
     assert float(np.std(image[..., :3])) > 0.01
 
     only = tmp_path / "loss.png"
-    result = invoke("plot", str(logdir), "-o", str(only), "--tag", "loss")
+    result = invoke("plot", str(log_dir), "-o", str(only), "--tag", "loss")
     assert result.exit_code == 0, result.output
     assert result.output == f"Wrote {only} (1 tag, 2 runs).\n"
     assert matplotlib.image.imread(only).shape[:2] == (360, 600)
 
     result = invoke(
-        "plot", str(logdir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
+        "plot", str(log_dir), "-o", str(tmp_path / "lr.png"), "--tag", "learning_rate"
     )
     assert "(1 tag, 1 run)." in result.output  # only run "b" has it
 
@@ -78,7 +78,7 @@ def test_plot_leaves_out_counters_and_constant_tags(plain_runs, tmp_path):
     assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
 
     # The figure: panels in order, one line per run, one legend naming the runs.
-    scalars = events.read_scalars(plain_runs)
+    scalars = event_files.read_scalars(plain_runs)
     tags, left_out = _plot.choose_tags(scalars)
     assert tags == ["loss", "accuracy"]
     assert left_out == [
@@ -186,7 +186,7 @@ def test_plot_xscale_rule(tmp_path):
     )
     result = invoke("plot", str(tmp_path), "-o", str(output), "--xscale", "linear")
     assert result.output == f"Wrote {output} (1 tag, 2 runs).\n"
-    scalars = events.read_scalars(tmp_path)
+    scalars = event_files.read_scalars(tmp_path)
     axes = _plot.make_figure(scalars, ["loss"], "log").axes[0]
     assert axes.get_xscale() == "symlog"  # linear below 1, so that step 0 shows
     assert axes.get_xlabel() == "global step (log)"
@@ -214,7 +214,7 @@ def test_plot_notes_non_finite_values(tmp_path):
     assert matplotlib.image.imread(output).shape[:2] == (720, 1200)
 
     figure = _plot.make_figure(
-        events.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
+        event_files.read_scalars(tmp_path), ["g_loss", "reverse_kl", "wasserstein"]
     )
     g_loss, reverse_kl, wasserstein = figure.axes
     # All inf: no line, a centred note, and the panel spans the steps written.

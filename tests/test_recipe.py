@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
-from kerasteps import events, global_step
+from kerasteps import event_files, global_step
 from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
 from kerasteps.recipe import (
     ProvideEvery,
@@ -26,6 +26,7 @@ from kerasteps.recipe import (
     open_run,
     print_log_hint,
     resume_from_checkpoint,
+    resume_run,
     start_run,
     warm_up,
 )
@@ -35,14 +36,16 @@ pytestmark = pytest.mark.neutral
 
 
 def test_each_new_run_gets_the_next_folder(tmp_path):
-    logdir = tmp_path / "logs" / "wgan"  # created on demand
-    assert open_run(logdir, resume=False) == RunFolder(str(logdir / "run-1"), 1, False)
-    assert open_run(logdir, resume=False).number == 2
-    (logdir / "run-10").mkdir()  # numbers, not names, are compared
-    (logdir / "run-x").mkdir()
-    (logdir / "notes.txt").write_text("a file is no run")
-    assert open_run(logdir, resume=False).path == str(logdir / "run-11")
-    assert sorted(os.listdir(logdir)) == [
+    log_dir = tmp_path / "logs" / "wgan"  # created on demand
+    assert open_run(log_dir, resume=False) == RunFolder(
+        str(log_dir / "run-1"), 1, False
+    )
+    assert open_run(log_dir, resume=False).number == 2
+    (log_dir / "run-10").mkdir()  # numbers, not names, are compared
+    (log_dir / "run-x").mkdir()
+    (log_dir / "notes.txt").write_text("a file is no run")
+    assert open_run(log_dir, resume=False).path == str(log_dir / "run-11")
+    assert sorted(os.listdir(log_dir)) == [
         "notes.txt",
         "run-1",
         "run-10",
@@ -62,7 +65,7 @@ def test_resume_continues_the_latest_run_or_starts_the_first(tmp_path):
     )
 
 
-def test_a_run_folder_given_as_logdir(tmp_path):
+def test_a_run_folder_given_as_log_dir(tmp_path):
     run = tmp_path / "run-3"
     assert open_run(run, resume=False) == RunFolder(str(run), 3, False)  # empty: ok
     (run / "log.jsonl").write_text("{}\n")
@@ -131,8 +134,8 @@ def test_verbose_option_sets_the_environment(monkeypatch):
     monkeypatch.setenv("KERASTEPS_VERBOSE", "0")  # restored after the test
 
     @click.command()
-    @common_options(steps=2, log_every=1, logdir="logs/demo")
-    def main(steps, log_every, logdir, seed, resume):
+    @common_options(steps=2, log_every=1, log_dir="logs/demo")
+    def main(steps, log_every, log_dir, seed, resume):
         click.echo(os.environ.get("KERASTEPS_VERBOSE", "unset"))
 
     assert CliRunner().invoke(main, []).output == "0\n"
@@ -142,14 +145,14 @@ def test_verbose_option_sets_the_environment(monkeypatch):
 # -- common options ------------------------------------------------------------------
 def test_a_default_of_none_leaves_an_option_out():
     @click.command()
-    @common_options(steps=None, log_every=7, logdir="logs/epochs")
-    def main(log_every, logdir, seed, resume):
-        click.echo(f"{log_every} {logdir} {seed} {resume}")
+    @common_options(steps=None, log_every=7, log_dir="logs/epochs")
+    def main(log_every, log_dir, seed, resume):
+        click.echo(f"{log_every} {log_dir} {seed} {resume}")
 
     assert CliRunner().invoke(main, ["--seed", "3"]).output == "7 logs/epochs 3 False\n"
     help_text = CliRunner().invoke(main, ["--help"]).output
     assert "--steps" not in help_text
-    for option in ("--log-every", "--logdir", "--seed", "--resume", "--verbose"):
+    for option in ("--log-every", "--log-dir", "--seed", "--resume", "--verbose"):
         assert f"  {option} " in help_text
     result = CliRunner().invoke(main, ["--steps", "5"])
     assert result.exit_code == 2 and "No such option '--steps'" in result.output
@@ -161,12 +164,102 @@ def test_a_default_of_none_leaves_an_option_out():
         ({"steps": 0}, ValueError, "`steps`"),
         ({"log_every": 2.5}, TypeError, "`log_every`"),
         ({"seed": True}, TypeError, "`seed` must be an int, received True"),
-        ({"logdir": ""}, ValueError, "`logdir` must be a non-empty path"),
+        ({"log_dir": ""}, ValueError, "`log_dir` must be a non-empty path"),
     ],
 )
 def test_common_option_defaults_are_checked(kwargs, error, message):
     with pytest.raises(error, match=message):
         common_options(**kwargs)
+
+
+# -- the old spellings, until the next release ----------------------------------------
+LOGDIR_WARNING = (
+    "Warning: --logdir is deprecated and will be removed in the next release; "
+    "use --log-dir.\n"
+)
+
+
+def _echo_log_dir() -> click.Command:
+    @click.command()
+    @common_options(steps=2, log_every=1, log_dir="logs/demo")
+    def main(steps, log_every, log_dir, seed, resume):
+        click.echo(f"log_dir={log_dir}")
+
+    return main
+
+
+def test_the_logdir_option_still_works_and_warns_on_stderr(tmp_path):
+    main = _echo_log_dir()
+    old = str(tmp_path / "old")
+    result = CliRunner().invoke(main, ["--logdir", old, "--resume"])
+    assert result.exit_code == 0, result.output
+    assert result.output == LOGDIR_WARNING + f"log_dir={old}\n"
+    if hasattr(result, "stderr_bytes") and result.stderr_bytes is not None:
+        assert result.stderr == LOGDIR_WARNING  # on stderr, not stdout
+    assert CliRunner().invoke(main, []).output == "log_dir=logs/demo\n"
+    assert "logdir" not in CliRunner().invoke(main, ["--help"]).output  # hidden
+    # Checked as --log-dir is, before the function runs.
+    bad = CliRunner().invoke(main, ["--logdir", "/proc/x"])
+    assert bad.exit_code == 2
+    assert "Invalid value for '--logdir': '/proc/x' is under /proc" in bad.output
+    # Both spellings, in either order, is a usage error.
+    for args in (
+        ["--logdir", old, "--log-dir", old],
+        ["--log-dir", old, "--logdir", old],
+    ):
+        both = CliRunner().invoke(main, args)
+        assert both.exit_code == 2
+        assert (
+            "Error: --logdir is the deprecated spelling of --log-dir: give "
+            "--log-dir only." in both.output
+        )
+
+
+def test_common_options_logdir_keyword_and_parameter_still_work_and_warn():
+    with pytest.warns(DeprecationWarning) as caught:
+
+        @click.command()
+        @common_options(steps=2, log_every=1, logdir="logs/old")
+        def main(steps, log_every, logdir, seed, resume):
+            click.echo(f"logdir={logdir}")
+
+    messages = [str(warning.message) for warning in caught]
+    assert messages == [
+        "`logdir=` of common_options() is deprecated and will be removed in the "
+        "next release; use `log_dir=`.",
+        "The parameter `logdir` of the recipe function "
+        "test_common_options_logdir_keyword_and_parameter_still_work_and_warn."
+        "<locals>.main() is deprecated and will be removed in the next release; "
+        "use `log_dir` (the name common_options passes).",
+    ]
+    assert all(warning.filename == __file__ for warning in caught)  # the caller
+    assert CliRunner().invoke(main, []).output == "logdir=logs/old\n"
+    assert CliRunner().invoke(main, ["--log-dir", "x"]).output == "logdir=x\n"
+    with pytest.raises(TypeError, match="got both `log_dir` and its deprecated"):
+        common_options(log_dir="a", logdir="b")
+
+
+def test_the_kit_functions_still_take_logdir_and_warn(tmp_path, capsys):
+    def warns(function):
+        return pytest.warns(
+            DeprecationWarning,
+            match=rf"`logdir=` of {function}\(\) is deprecated and will be removed "
+            r"in the next release; use `log_dir=`\.",
+        )
+
+    with warns("open_run"):
+        assert open_run(logdir=tmp_path, resume=False).number == 1
+    with warns("begin_run"):
+        assert begin_run(logdir=tmp_path, resume=False).number == 2
+    with warns("start_run"):
+        run = start_run(tiny_model(), logdir=tmp_path, steps=2, resume=False)
+    assert run.folder == str(tmp_path / "run-3")
+    with warns("resume_run"):
+        start, stop = resume_run(tiny_model(), logdir=run.folder, steps=2, resume=True)
+    assert (start, stop.max_steps) == (0, 2)
+    with warns("print_log_hint"):
+        print_log_hint(logdir=run.folder)
+    assert f"Logs written to {run.folder}" in capsys.readouterr().out
 
 
 # -- a run's settings ----------------------------------------------------------------
@@ -274,7 +367,7 @@ def test_a_provided_clock_is_logged_and_resumed_from(tmp_path):
             provider,  # listed after the sinks, it still provides first
         ],
     )
-    logged = events.read_scalars(tmp_path)["train"]["train_seconds"]
+    logged = event_files.read_scalars(tmp_path)["train"]["train_seconds"]
     assert [step for step, _ in logged] == [2, 4, 6]
     seconds = [value for _, value in logged]
     assert 0 < seconds[0] < seconds[1] < seconds[2]

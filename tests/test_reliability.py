@@ -660,24 +660,24 @@ def _error_lines(result):
     return [line for line in result.stderr.splitlines() if line.startswith("Error")]
 
 
-def test_launcher_refuses_a_logdir_under_a_file(tmp_path):
+def test_launcher_refuses_a_log_dir_under_a_file(tmp_path):
     (tmp_path / "file").write_text("x")
-    result = _launch("run", "global_step", "--logdir", str(tmp_path / "file" / "logs"))
+    result = _launch("run", "global_step", "--log-dir", str(tmp_path / "file" / "logs"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "Invalid value for '--logdir'" in result.stderr
+    assert "Invalid value for '--log-dir'" in result.stderr
     assert "Not a directory" in result.stderr
 
 
 def test_launcher_refuses_an_unwritable_plot_output(tmp_path):
-    from kerasteps.events import read_scalars  # noqa: F401 - TensorBoard present
+    from kerasteps.event_files import read_scalars  # noqa: F401 - TensorBoard present
 
-    logdir = tmp_path / "logs"
-    with tf.summary.create_file_writer(str(logdir)).as_default():
+    log_dir = tmp_path / "logs"
+    with tf.summary.create_file_writer(str(log_dir)).as_default():
         tf.summary.scalar("loss", 1.0, step=1)
     (tmp_path / "file").write_text("x")
     result = CliRunner().invoke(
         kerasteps.cli.main,
-        ["plot", str(logdir), "-o", str(tmp_path / "file" / "c.png")],
+        ["plot", str(log_dir), "-o", str(tmp_path / "file" / "c.png")],
     )
     assert result.exit_code == 2
     assert "Invalid value for '--output': cannot write" in result.output
@@ -692,7 +692,7 @@ def test_wgan_refuses_data_that_is_not_numbers(tmp_path, kind):
         np.save(path, np.array([["a", "b"], ["c", "d"]]))
     result = CliRunner().invoke(
         kerasteps.cli.main,
-        ["run", "wgan", "--data", str(path), "--logdir", str(tmp_path / "logs")],
+        ["run", "wgan", "--data", str(path), "--log-dir", str(tmp_path / "logs")],
     )
     assert result.exit_code == 2
     assert type(result.exception) is SystemExit  # a usage error, not a traceback

@@ -68,7 +68,7 @@ def test_jsonl_holds_the_validation_of_a_stop_mid_epoch(tmp_path):
 
 # -- 2. hostile launcher arguments --------------------------------------------------
 @pytest.mark.parametrize(
-    ("logdir", "why"),
+    ("log_dir", "why"),
     [
         ("/proc/x", "'/proc/x' is under /proc or /sys, a pseudo file system"),
         ("/", "'/' is the root of the file system"),
@@ -76,13 +76,13 @@ def test_jsonl_holds_the_validation_of_a_stop_mid_epoch(tmp_path):
         ("/etc", "'/etc' is a system folder"),
     ],
 )
-def test_run_refuses_a_logdir_that_is_no_folder_for_runs(logdir, why):
-    # `--steps 0` is refused too, after `--logdir` (click checks options in the
-    # order given): nothing trains into `logdir`, even where it is not refused.
-    result = invoke("run", "global_step", "--logdir", logdir, "--steps", "0")
+def test_run_refuses_a_log_dir_that_is_no_folder_for_runs(log_dir, why):
+    # `--steps 0` is refused too, after `--log-dir` (click checks options in the
+    # order given): nothing trains into `log_dir`, even where it is not refused.
+    result = invoke("run", "global_step", "--log-dir", log_dir, "--steps", "0")
     assert result.exit_code == 2, result.output
     last = result.output.strip().splitlines()[-1]
-    assert last.startswith("Error: Invalid value for '--logdir': " + why), last
+    assert last.startswith("Error: Invalid value for '--log-dir': " + why), last
     assert "Traceback" not in result.output
 
 
@@ -148,7 +148,7 @@ def test_summary_refuses_the_root_and_skips_what_is_no_event_file(tmp_path):
     result = invoke("summary", "/")
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
-        "Error: Invalid value for 'LOGDIR': '/' is the root of the file system: "
+        "Error: Invalid value for 'LOG_DIR': '/' is the root of the file system: "
         "give the folder of your runs."
     )
     write_scalars(tmp_path / "good", {"loss": [(10, 1.0)]})

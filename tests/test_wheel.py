@@ -93,7 +93,7 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
             "20",
             "--log-every",
             "10",
-            "--logdir",
+            "--log-dir",
             "logs",
         ],
         cwd=work,

@@ -35,9 +35,9 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
-from kerasteps import events as events_lib
+from kerasteps import event_files as event_reader
 from kerasteps._files import _atomic, _logcache
-from kerasteps.events import is_event_file
+from kerasteps.event_files import is_event_file
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
 _SEQ_LOCK = threading.Lock()
@@ -79,10 +79,10 @@ def read_events(path: str):
     """Yields the `Event` protos of one event file (TensorBoard's loader).
 
     Never past the records the file holds whole: a damaged file is read up to the
-    damage, with a WARNING naming it (`kerasteps.events`); TensorFlow's reader
+    damage, with a WARNING naming it (`kerasteps.event_files`); TensorFlow's reader
     would allocate what a damaged record claims, and crash.
     """
-    yield from events_lib._events(path)
+    yield from event_reader._events(path)
 
 
 class EventWriter:

@@ -2,7 +2,7 @@
 
 `writable_dir` creates the directory (a callback's `log_dir`, a checkpoint
 directory); `creatable_problem` only says why a directory could not be created and
-written, creating nothing (a recipe's `--logdir`, checked before any option that
+written, creating nothing (a recipe's `--log-dir`, checked before any option that
 could still refuse the run). Paths with a scheme (`gs://...`) are left to the file
 system that writes them.
 
@@ -109,7 +109,7 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
 
     >>> import os, tempfile
     >>> from kerasteps._files._paths import writable_dir
-    >>> os.path.isdir(writable_dir(os.path.join(tempfile.mkdtemp(), "a/b"), "logdir"))
+    >>> os.path.isdir(writable_dir(os.path.join(tempfile.mkdtemp(), "a/b"), "log_dir"))
     True
     """
     import tensorflow as tf  # its file system also writes gs://, s3://, hdfs://

@@ -21,7 +21,7 @@ def load_model(
     exactly as with Keras.
 
     Args:
-        filepath: The `.keras` file, e.g. a recipe's `LOGDIR/run-1/model.keras`.
+        filepath: The `.keras` file, e.g. a recipe's `LOG_DIR/run-1/model.keras`.
         custom_objects: Optional dict of your own classes, as for Keras.
         compile: Bool, default True: compile the model as it was saved.
         safe_mode: Bool, default True: refuse unsafe lambda deserialization.

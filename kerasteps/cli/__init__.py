@@ -4,22 +4,22 @@
 kerasteps --version
 kerasteps list [--paths]                   recipes and their one-line descriptions
 kerasteps run NAME|FILE.py [OPTIONS]...    run a recipe (NAME --help: its options)
-kerasteps board LOGDIR [--host] [--port] [-- TENSORBOARD_ARGS...]
-kerasteps plot LOGDIR [-o curves.png] [--tag TAG]... [--all] [--xscale auto|linear|log]
-kerasteps summary LOGDIR [--tag TAG]...
+kerasteps board LOG_DIR [--host] [--port] [-- TENSORBOARD_ARGS...]
+kerasteps plot LOG_DIR [-o curves.png] [--tag TAG]... [--all] [--xscale auto|linear|log]
+kerasteps summary LOG_DIR [--tag TAG]...
 ```
 
 `list` and `run NAME` show and run the bundled recipes, the package
 `kerasteps.recipes` (see `kerasteps.recipes._files`). `plot` and `summary` read the
-event files with `kerasteps.events.read_scalars`: a run is each directory under
-LOGDIR that holds event files, named by its path relative to LOGDIR (`.` for LOGDIR
+event files with `kerasteps.event_files.read_scalars`: a run is each directory under
+LOG_DIR that holds event files, named by its path relative to LOG_DIR (`.` for LOG_DIR
 itself), and every step is the step the summary was written at (the global step for
 kerasteps callbacks).
 
-A user mistake (unknown recipe, unknown option, bad value, missing LOGDIR, LOGDIR
-without event files, the file system's root as LOGDIR, port in use) prints a
+A user mistake (unknown recipe, unknown option, bad value, missing LOG_DIR, LOG_DIR
+without event files, the file system's root as LOG_DIR, port in use) prints a
 one-line click error and exits with status 2. A damaged event file is read up to
-the damage, with a WARNING naming it (see `kerasteps.events`), and the other files
+the damage, with a WARNING naming it (see `kerasteps.event_files`), and the other files
 are shown as usual.
 
 Example:
@@ -52,10 +52,10 @@ __all__ = ["main"]
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def _logdir_to_read(
+def _log_dir_to_read(
     context: click.Context, parameter: click.Parameter, value: str
 ) -> str:
-    """LOGDIR of `board`, `plot`, `summary`: not the file system's root, whose walk
+    """LOG_DIR of `board`, `plot`, `summary`: not the file system's root, whose walk
     would read every event file of the machine (and take minutes)."""
     from kerasteps._files._paths import is_file_system_root
 
@@ -66,7 +66,7 @@ def _logdir_to_read(
     return value
 
 
-_LOGDIR = click.Path(exists=True, file_okay=False, dir_okay=True)
+_LOG_DIR = click.Path(exists=True, file_okay=False, dir_okay=True)
 
 # Last component of a tag, split into lower-case words, decides "best" (summary).
 _LOSS_WORDS = frozenset(
@@ -223,21 +223,23 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
+@click.argument("log_dir", type=_LOG_DIR, callback=_log_dir_to_read)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address.")
 @click.option("--port", type=click.IntRange(1, 65535), default=6006, show_default=True)
 @click.argument("tensorboard_args", nargs=-1, type=click.UNPROCESSED)
-def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) -> None:
-    """Start TensorBoard on LOGDIR and wait (Ctrl-C stops it).
+def board(
+    log_dir: str, host: str, port: int, tensorboard_args: tuple[str, ...]
+) -> None:
+    """Start TensorBoard on LOG_DIR and wait (Ctrl-C stops it).
 
     It listens on 127.0.0.1 (this machine only) unless --host says otherwise.
     Arguments after `--` go to TensorBoard, e.g.
-    `kerasteps board logs -- --reload_interval 1`. LOGDIR may still be empty.
+    `kerasteps board logs -- --reload_interval 1`. LOG_DIR may still be empty.
     """
     _check_port_free(host, port)
     # The child watches this process and ends with it, even after a `kill -9`.
     command = [sys.executable, "-m", "kerasteps.cli._board_child", str(os.getpid())]
-    command += ["--logdir", logdir, "--host", host, "--port", str(port)]
+    command += ["--logdir", log_dir, "--host", host, "--port", str(port)]
     # TensorBoard needs no Keras backend; with KERAS_BACKEND=torch, importing torch
     # and TensorFlow's TensorBoard into one process ends in a segmentation fault.
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
@@ -247,7 +249,7 @@ def board(logdir: str, host: str, port: int, tensorboard_args: tuple[str, ...]) 
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    click.echo(f"TensorBoard on {logdir}: {_url(host, port)}  (Ctrl-C to stop)")
+    click.echo(f"TensorBoard on {log_dir}: {_url(host, port)}  (Ctrl-C to stop)")
     try:
         code = process.wait()
     except KeyboardInterrupt:
@@ -277,20 +279,20 @@ def _without_tensorflow() -> None:
         _compat.use_tensorboard_stub()
 
 
-def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
-    """Reads the scalars of LOGDIR, keeping TAGS if given; usage errors exit 2."""
+def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
+    """Reads the scalars of LOG_DIR, keeping TAGS if given; usage errors exit 2."""
     _without_tensorflow()
-    from kerasteps import events
+    from kerasteps import event_files
 
-    hint = "'LOGDIR'"
-    if not events.find_runs(logdir):
+    hint = "'LOG_DIR'"
+    if not event_files.find_runs(log_dir):
         raise click.BadParameter(
-            f"no TensorBoard event files under {logdir!r}.", param_hint=hint
+            f"no TensorBoard event files under {log_dir!r}.", param_hint=hint
         )
-    scalars = events.read_scalars(logdir)
+    scalars = event_files.read_scalars(log_dir)
     if not scalars:
         raise click.BadParameter(
-            f"the event files under {logdir!r} hold no scalar summaries.",
+            f"the event files under {log_dir!r} hold no scalar summaries.",
             param_hint=hint,
         )
     if tags:
@@ -298,7 +300,7 @@ def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
         unknown = [tag for tag in tags if tag not in known]
         if unknown:
             raise click.BadParameter(
-                f"no scalar tag {unknown[0]!r} under {logdir!r}. "
+                f"no scalar tag {unknown[0]!r} under {log_dir!r}. "
                 f"Tags: {', '.join(known)}.",
                 param_hint="'--tag'",
             )
@@ -311,7 +313,7 @@ def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
+@click.argument("log_dir", type=_LOG_DIR, callback=_log_dir_to_read)
 @click.option(
     "-o",
     "--output",
@@ -340,11 +342,11 @@ def _read(logdir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     help="Step axis; auto is log when the runs' last steps differ more than 20x.",
 )
 def plot(
-    logdir: str, output: str, tags: tuple[str, ...], show_all: bool, xscale: str
+    log_dir: str, output: str, tags: tuple[str, ...], show_all: bool, xscale: str
 ) -> None:
-    """Plot scalar curves of LOGDIR against the global step.
+    """Plot scalar curves of LOG_DIR against the global step.
 
-    One panel per tag, one line per run (each directory under LOGDIR holding
+    One panel per tag, one line per run (each directory under LOG_DIR holding
     event files, at any depth), one colour per run in every panel.
 
     Order: loss-like tags first (loss itself, then the others), then
@@ -378,7 +380,7 @@ def plot(
             f"{', '.join('.' + name for name in sorted(formats))}.",
             param_hint="'--output'",
         )
-    scalars = _read(logdir, tags)
+    scalars = _read(log_dir, tags)
     tag_list, left_out = _plot.choose_tags(scalars, tags, show_all)
     scale = _plot.choose_xscale(scalars, tag_list, xscale)
     figure = _plot.make_figure(scalars, tag_list, scale)
@@ -484,9 +486,9 @@ def _summary_row(run: str, tag: str, points: list) -> tuple[str, ...]:
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument("logdir", type=_LOGDIR, callback=_logdir_to_read)
+@click.argument("log_dir", type=_LOG_DIR, callback=_log_dir_to_read)
 @click.option("--tag", "tags", multiple=True, help="Show only this tag (repeatable).")
-def summary(logdir: str, tags: tuple[str, ...]) -> None:
+def summary(log_dir: str, tags: tuple[str, ...]) -> None:
     """Print a table of runs x tags: last value, and best or min and max.
 
     \b
@@ -508,7 +510,7 @@ def summary(logdir: str, tags: tuple[str, ...]) -> None:
     """
     from kerasteps.formatting import format_table
 
-    scalars = _read(logdir, tags)
+    scalars = _read(log_dir, tags)
     rows = [_SUMMARY_HEADER]
     for run, run_tags in scalars.items():
         for tag, points in run_tags.items():

@@ -62,7 +62,8 @@ __all__ = [
     "run_ends",
 ]
 
-#: `{run: {tag: [(step, value), ...]}}`, as `kerasteps.events.read_scalars` returns.
+#: `{run: {tag: [(step, value), ...]}}`, as `kerasteps.event_files.read_scalars`
+#: returns.
 Scalars = Mapping[str, Mapping[str, Sequence[tuple]]]
 
 #: `auto` picks a log step axis when the largest last step of a run exceeds

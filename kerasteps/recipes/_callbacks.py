@@ -80,10 +80,12 @@ class TrainingClock(keras.callbacks.Callback):
         >>> TrainingClock.resume(tempfile.mkdtemp(), step=100).seconds
         0.0
         """
-        from kerasteps import events
+        from kerasteps import event_files
 
         train = os.path.join(log_dir, "train")
-        points = events.read_scalars(train).get(".", {}) if os.path.isdir(train) else {}
+        points = {}
+        if os.path.isdir(train):
+            points = event_files.read_scalars(train).get(".", {})
         before = [value for at, value in points.get(tag, []) if at <= step]
         return cls(before[-1] if before else 0.0)
 

@@ -183,7 +183,7 @@ class Plan(NamedTuple):
     """How one mode trains (`plan_mode`)."""
 
     mode: str
-    folder: str  # LOGDIR/run-N/<mode>
+    folder: str  # LOG_DIR/run-N/<mode>
     resume: bool  # continue from the mode's newest checkpoint
     batch_size: int
     per_epoch: int  # updates per epoch
@@ -237,7 +237,7 @@ def pipeline(x, y, batch_size, seed, start):
 
 # -- Training one mode with kerasteps callbacks ---------------------------------------
 #
-# Every mode writes to a folder of its own in the run's folder, `LOGDIR/run-N/<mode>`,
+# Every mode writes to a folder of its own in the run's folder, `LOG_DIR/run-N/<mode>`,
 # so TensorBoard shows the four side by side. Every --log-every global steps (and at
 # every epoch end when an epoch is shorter, and at the mode's last step) `ProvideEvery`
 # measures `full_data_mse` and the training time so far, `train_seconds`; the sinks,
@@ -353,9 +353,9 @@ def write_scalars_at_zero(run_dir, values):
     """Writes `values` as TensorBoard scalars at step 0, unless some are there."""
     import tensorflow as tf
 
-    from kerasteps import events
+    from kerasteps import event_files
 
-    written = events.read_scalars(run_dir) if os.path.isdir(run_dir) else {}
+    written = event_files.read_scalars(run_dir) if os.path.isdir(run_dir) else {}
     if any(step == 0 for points in written.get(".", {}).values() for step, _ in points):
         return
     # Plain `simple_value` scalars, as StepTensorBoard writes them.
@@ -408,14 +408,14 @@ def step_of(line):
 
 def read_rows(folder, examples):
     """Reads each mode's curve back from its event files."""
-    from kerasteps import events
+    from kerasteps import event_files
 
     rows = []
     for mode, batch_size in MODES.items():
         mode_dir = os.path.join(folder, mode)
         if not os.path.isdir(mode_dir):
             continue
-        train = events.read_scalars(mode_dir).get("train", {})
+        train = event_files.read_scalars(mode_dir).get("train", {})
         mse = dict(train.get("full_data_mse", []))
         seconds = dict(train.get("train_seconds", []))
         steps = sorted(set(mse) & set(seconds))
@@ -552,9 +552,9 @@ def report(folder, examples, png, title):
 
 # -- The command ----------------------------------------------------------------------
 #
-# The common options, for this epoch-based recipe, are --log-every, --logdir, --seed
+# The common options, for this epoch-based recipe, are --log-every, --log-dir, --seed
 # and --resume (there is no --steps: each mode trains for --epochs epochs). A run
-# writes to its own folder, `LOGDIR/run-N`; --resume continues every mode of the
+# writes to its own folder, `LOG_DIR/run-N`; --resume continues every mode of the
 # latest run from its newest checkpoint, so a run with more --epochs extends each
 # curve. The data and the rate must stay the same (--examples, --n-fft, --data, --lr
 # and --seed are saved in the run's `run.json`; a --resume with others is refused
@@ -562,7 +562,7 @@ def report(folder, examples, png, title):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=None, log_every=100, logdir="logs/batch_vs_sgd")
+@common_options(steps=None, log_every=100, log_dir="logs/batch_vs_sgd")
 @click.option(
     "--epochs",
     type=click.IntRange(min=1),
@@ -611,11 +611,11 @@ def report(folder, examples, png, title):
     "--png",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Where to write the plot.  [default: LOGDIR/run-N/batch_vs_sgd.png]",
+    help="Where to write the plot.  [default: LOG_DIR/run-N/batch_vs_sgd.png]",
 )
 def main(
     log_every,
-    logdir,
+    log_dir,
     seed,
     resume,
     epochs,
@@ -634,7 +634,7 @@ def main(
     and sgd (one example per update). Prints updates, final MSE, training time and
     examples/s per mode, and plots the MSE against epochs, updates and training
     time (--png), every curve from the initial network's MSE at step 0. Each run
-    writes to its own LOGDIR/run-N, with a model.keras per mode.
+    writes to its own LOG_DIR/run-N, with a model.keras per mode.
 
     --log-every is the period of the logged points (at least one per epoch);
     --resume continues every mode of the latest run from its latest checkpoint,
@@ -650,9 +650,9 @@ def main(
         x, y = load_pairs(data)
         data = os.path.abspath(data)
     examples, n_fft = x.shape
-    # The run's folder, LOGDIR/run-N; a --resume with other settings stops here.
+    # The run's folder, LOG_DIR/run-N; a --resume with other settings stops here.
     settings = dict(examples=examples, n_fft=n_fft, lr=lr, seed=seed, data=data)
-    run = begin_run(logdir, resume, settings)
+    run = begin_run(log_dir, resume, settings)
     initial_mse = full_data_mse(build_model(n_fft, lr, seed), x, y)
     kind = "spectrum" if data is None else "data"
     click.echo(

@@ -121,7 +121,7 @@ def print_step_before(model: keras.Model) -> None:
 #
 # `Every(--log-every, start=1)` fires at steps 1, 1 + N, 1 + 2N, ...: TF1's
 # `log_every_n`. `LogEvery` prints the line there and `JSONLinesLogger` writes the
-# same values to LOGDIR/run-N/log.jsonl; `StepTensorBoard` writes the loss against
+# same values to LOG_DIR/run-N/log.jsonl; `StepTensorBoard` writes the loss against
 # the global step every --curve-every steps (and at the last step), a finer curve
 # than the lines. `StepCheckpoint` saves every --log-every steps and at the end, and
 # --resume continues from the latest checkpoint; `run.stop` (`StopAtStep`) ends the
@@ -174,7 +174,7 @@ def step_callbacks(
 # The global step after training
 #
 # One more per update: after training it equals --steps, the number of batches the
-# model has learnt from in all its runs. The model, saved as LOGDIR/run-N/model.keras,
+# model has learnt from in all its runs. The model, saved as LOG_DIR/run-N/model.keras,
 # keeps the count (`kerasteps.load_model(path).optimizer.iterations`).
 
 
@@ -192,7 +192,7 @@ def save_and_print_step(model: keras.Model, run: Run, batch_size: int) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=301, log_every=100, logdir="logs/global_step")
+@common_options(steps=301, log_every=100, log_dir="logs/global_step")
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
@@ -215,7 +215,7 @@ def save_and_print_step(model: keras.Model, run: Run, batch_size: int) -> None:
     help="A logged loss is the mean since the previous point, the step's own "
     "batch (TF1's), or Keras's running mean since the epoch began.",
 )
-def main(steps, log_every, logdir, seed, resume, batch_size, curve_every, reduce):
+def main(steps, log_every, log_dir, seed, resume, batch_size, curve_every, reduce):
     """The global step walkthrough: what it counts, why it starts at 0, log lines."""
     import keras
 
@@ -223,8 +223,8 @@ def main(steps, log_every, logdir, seed, resume, batch_size, curve_every, reduce
     keras.utils.set_random_seed(seed)
     x, y = make_data(seed)
     model = build_model()
-    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
-    run = start_run(model, logdir, steps, resume)
+    # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
+    run = start_run(model, log_dir, steps, resume)
     if run.stop is None:
         return
     print_step_before(model)

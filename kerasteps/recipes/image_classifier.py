@@ -32,7 +32,7 @@ The callbacks, every --log-every global steps N:
                      without disturbing the training metrics
     LogEvery         one line per N steps: `loss=... accuracy=... val_loss=...
                      val_accuracy=... at step N`
-    JSONLinesLogger  the same values in LOGDIR/run-N/log.jsonl
+    JSONLinesLogger  the same values in LOG_DIR/run-N/log.jsonl
     StepCheckpoint   a checkpoint every N steps and at the end; --resume continues
                      from the latest one
     Throughput       steps/s and examples/s
@@ -241,7 +241,7 @@ def build_model(
 # resumed from a step that is not a multiple of N (after SIGTERM, or a --steps that
 # is not) has its epochs shifted, and its points then average fewer steps.
 # Validation values are over the whole validation set, computed at that step. The
-# run's own folder, LOGDIR/run-N, gets everything; `run.stop` (`StopAtStep`) ends the
+# run's own folder, LOG_DIR/run-N, gets everything; `run.stop` (`StopAtStep`) ends the
 # run at --steps.
 
 
@@ -283,8 +283,8 @@ def batches_from(train: tf.data.Dataset, start: int) -> tf.data.Dataset:
 # ======================================================================================
 # What a run leaves to look at
 #
-# In LOGDIR/run-N: the event files of the TensorBoard runs `train` and `validation`
-# (`kerasteps board LOGDIR` draws the train and validation curves of each tag in one
+# In LOG_DIR/run-N: the event files of the TensorBoard runs `train` and `validation`
+# (`kerasteps board LOG_DIR` draws the train and validation curves of each tag in one
 # chart, and every run side by side), `log.jsonl`, `checkpoints/` and the trained
 # classifier, `model.keras` (`kerasteps.load_model` or `keras.saving.load_model`).
 # The global step after training is the number of updates, one per batch.
@@ -316,7 +316,7 @@ def parse_filters(
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=400, log_every=20, logdir="logs/image_classifier")
+@common_options(steps=400, log_every=20, log_dir="logs/image_classifier")
 @click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, dir_okay=True),
@@ -369,7 +369,7 @@ def parse_filters(
 def main(
     steps,
     log_every,
-    logdir,
+    log_dir,
     seed,
     resume,
     data,
@@ -384,7 +384,7 @@ def main(
 
     Sparse softmax cross-entropy on logits, Adam, top-1 accuracy. Train and
     validation loss and accuracy go to TensorBoard (runs RUN/train and
-    RUN/validation, tags `loss` and `accuracy`, RUN = LOGDIR/run-N) at global steps
+    RUN/validation, tags `loss` and `accuracy`, RUN = LOG_DIR/run-N) at global steps
     N, 2N, 3N, ... (N = --log-every), with a log line and a JSON line
     (RUN/log.jsonl) each, and a checkpoint (RUN/checkpoints) that --resume
     continues from. The train values
@@ -400,8 +400,8 @@ def main(
         data, image_size, examples, validation_split, batch_size, seed
     )
     model = build_model(image_size, len(class_names), filters, lr)
-    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
-    run = start_run(model, logdir, steps, resume)
+    # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
+    run = start_run(model, log_dir, steps, resume)
     if run.stop is None:
         return
     model.fit(

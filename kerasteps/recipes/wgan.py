@@ -29,7 +29,7 @@ What a run shows
 
 Every --log-every generator steps: a log line `d_loss=... g_loss=... wasserstein=...
 d_step=... at step N` (N = g_step), the same values and both counters in TensorBoard
-(`counters/d_step`, `counters/g_step`) and in LOGDIR/run-N/log.jsonl, a picture of
+(`counters/d_step`, `counters/g_step`) and in LOG_DIR/run-N/log.jsonl, a picture of
 samples in TensorBoard's images tab, and a checkpoint that --resume continues from.
 On the 2-D mixtures the mode coverage is measured and logged as well. At the end the
 run saves the model and a picture of its samples.
@@ -578,7 +578,7 @@ def image_grid(images: np.ndarray) -> np.ndarray:
 # run's folder: `model.keras`, the generator and the critic with both counters
 # (`kerasteps.load_model(path)` loads it; `model.generate(n)` draws samples), and
 # `samples.png`, 2000 generated points over 2000 real ones (500x500 pixels) or a 6x6
-# grid of generated images, each pixel drawn 3x3. `kerasteps board LOGDIR` shows the
+# grid of generated images, each pixel drawn 3x3. `kerasteps board LOG_DIR` shows the
 # curves and the pictures of every run side by side.
 
 
@@ -649,7 +649,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     default=None,
     help="Log every N generator steps [default: a tenth of --steps].",
 )
-@common_options(steps=None, log_every=None, logdir="logs/wgan")
+@common_options(steps=None, log_every=None, log_dir="logs/wgan")
 @click.option(
     "--data",
     default="ring",
@@ -709,7 +709,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
 def main(
     steps,
     log_every,
-    logdir,
+    log_dir,
     seed,
     resume,
     data,
@@ -731,8 +731,8 @@ def main(
     options = Options(steps, n_critic, batch_size, gradient_penalty, lr)
     training = make_training(points.x, variant, options, base_filters, seed)
     model, steps = training.model, training.steps
-    # Each run writes to its own folder, LOGDIR/run-N; --resume continues the latest.
-    run = start_run(model, logdir, steps, resume)
+    # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
+    run = start_run(model, log_dir, steps, resume)
     if run.stop is None:
         return
     log_every = log_every or max(1, steps // 10)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 from kerasteps.formatting import format_value
@@ -44,7 +44,7 @@ def parse_table(output: str) -> dict[str, dict[str, str]]:
 
 
 def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
-    logdir = tmp_path / "bvs"
+    log_dir = tmp_path / "bvs"
     png = tmp_path / "plot" / "curves.png"
     # The seed's 3000 examples, one epoch; n_fft 16 keeps each update cheap.
     result = run(
@@ -53,12 +53,12 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
         "1",
         "--n-fft",
         "16",
-        "--logdir",
-        str(logdir),
+        "--log-dir",
+        str(log_dir),
         "--png",
         str(png),
     )
-    run_1 = logdir / "run-1"  # each run gets its own folder
+    run_1 = log_dir / "run-1"  # each run gets its own folder
     assert result.output.startswith(f"New run: {run_1}\n")
     table = parse_table(result.output)
     assert list(table) == list(MODES)
@@ -74,7 +74,7 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
     # Per-example SGD: one update per example, 3000x the full-batch updates.
     assert per_epoch["sgd"] == 3000 * per_epoch["full_batch"]
     assert "makes 3000x the updates per epoch of full-batch" in result.output
-    scalars = events.read_scalars(run_1)
+    scalars = event_files.read_scalars(run_1)
     for mode in MODES:
         assert table[mode]["epochs"] == "1"
         # The time of the mode's last point, as written: milliseconds, or
@@ -129,7 +129,7 @@ def test_batch_vs_sgd_table_runs_and_plot(tmp_path):
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 300
     assert png.stat().st_size < 200_000
     assert f"Plot written to {png}" in result.output
-    assert f"view:  kerasteps board {logdir}\n" in result.output
+    assert f"view:  kerasteps board {log_dir}\n" in result.output
     assert f"table: kerasteps summary {run_1}\n" in result.output
 
 
@@ -145,17 +145,17 @@ def folder_state(folder: Path) -> dict[str, tuple[int, bytes]]:
 def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     small = ("--examples", "256", "--n-fft", "16", "--log-every", "64")
     straight = tmp_path / "straight"
-    run("batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(straight))
-    logdir = tmp_path / "resumed"
-    run("batch_vs_sgd", *small, "--epochs", "1", "--logdir", str(logdir))
+    run("batch_vs_sgd", *small, "--epochs", "2", "--log-dir", str(straight))
+    log_dir = tmp_path / "resumed"
+    run("batch_vs_sgd", *small, "--epochs", "1", "--log-dir", str(log_dir))
     # A second run without --resume gets its own folder; the first is untouched.
-    run_1, run_2 = logdir / "run-1", logdir / "run-2"
+    run_1, run_2 = log_dir / "run-1", log_dir / "run-2"
     before = folder_state(run_1)
-    result = run("batch_vs_sgd", *small, "--epochs", "1", "--logdir", str(logdir))
+    result = run("batch_vs_sgd", *small, "--epochs", "1", "--log-dir", str(log_dir))
     assert result.output.startswith(f"New run: {run_2}\n")
     # --resume continues the latest run, run-2.
     result = run(
-        "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(logdir), "--resume"
+        "batch_vs_sgd", *small, "--epochs", "2", "--log-dir", str(log_dir), "--resume"
     )
     assert "New run" not in result.output
     checkpoint = run_2 / "sgd" / "checkpoints" / "ckpt-256"
@@ -164,7 +164,7 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
         "sgd: batch 1, 256 update(s) per epoch, 64 per call; global step 256 -> 512"
         in (result.output)
     )
-    assert sorted(os.listdir(logdir)) == ["run-1", "run-2"]
+    assert sorted(os.listdir(log_dir)) == ["run-1", "run-2"]
     assert folder_state(run_1) == before
     table = parse_table(result.output)
     assert {mode: table[mode]["updates"] for mode in MODES} == {
@@ -175,8 +175,8 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     }
 
     def assert_same_as_straight(modes):
-        expected = events.read_scalars(straight / "run-1")
-        got = events.read_scalars(run_2, sort=False)
+        expected = event_files.read_scalars(straight / "run-1")
+        got = event_files.read_scalars(run_2, sort=False)
         for mode in modes:
             curve = got[f"{mode}/train"]["full_data_mse"]
             steps = [step for step, _ in curve]
@@ -198,7 +198,7 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
         path.rmdir() if path.is_dir() else path.unlink()
     earlier = read_jsonl(run_2 / "sgd" / "log.jsonl")
     result = run(
-        "batch_vs_sgd", *small, "--epochs", "2", "--logdir", str(logdir), "--resume"
+        "batch_vs_sgd", *small, "--epochs", "2", "--log-dir", str(log_dir), "--resume"
     )
     checkpoints = run_2 / "sgd" / "checkpoints"
     assert f"sgd: no checkpoint in {checkpoints} yet: starting at step 0.\n" in (
@@ -207,19 +207,20 @@ def test_batch_vs_sgd_resume_extends_each_mode_exactly(tmp_path):
     assert "full_batch: already at step 2; nothing to train." in result.output
     assert_same_as_straight(["sgd"])
     assert read_jsonl(run_2 / "sgd" / "log.earlier-1.jsonl") == earlier
-    kept = events.read_scalars(run_2 / "sgd" / "earlier-1")["train"]["full_data_mse"]
+    earlier_run = event_files.read_scalars(run_2 / "sgd" / "earlier-1")
+    kept = earlier_run["train"]["full_data_mse"]
     assert [step for step, _ in kept] == [line["step"] for line in earlier]
 
     # Resuming with other data is refused before training.
     result = CliRunner().invoke(
         main,
-        ["run", "batch_vs_sgd", *small, "--logdir", str(logdir), "--resume"]
+        ["run", "batch_vs_sgd", *small, "--log-dir", str(log_dir), "--resume"]
         + ["--n-fft", "32"],
     )
     assert result.exit_code == 2, result.output
     assert "n_fft: 16 -> 32" in result.output
     assert json.loads((run_2 / "run.json").read_text())["n_fft"] == 16
-    assert sorted(os.listdir(logdir)) == ["run-1", "run-2"]
+    assert sorted(os.listdir(log_dir)) == ["run-1", "run-2"]
     assert os.path.exists(run_2 / "batch_vs_sgd.png")
 
 
@@ -228,9 +229,9 @@ def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
     x = rng.uniform(size=(40, 8)).astype("float32")
     pairs = tmp_path / "pairs.npz"
     np.savez(pairs, x=x, y=x[:, ::-1] * 0.5 + 0.25)
-    logdir = tmp_path / "npz"
+    log_dir = tmp_path / "npz"
     result = run(
-        "batch_vs_sgd", "--data", str(pairs), "--epochs", "1", "--logdir", str(logdir)
+        "batch_vs_sgd", "--data", str(pairs), "--epochs", "1", "--log-dir", str(log_dir)
     )
     assert "40 data pairs of 8 points" in result.output
     table = parse_table(result.output)
@@ -252,17 +253,17 @@ def test_batch_vs_sgd_reads_pairs_from_an_npz_file(tmp_path):
     # Each mode's model.keras is its trained model: loaded with Keras alone, its MSE
     # on the pairs is the mode's last logged full_data_mse.
     y = x[:, ::-1] * 0.5 + 0.25
-    scalars = events.read_scalars(logdir / "run-1")
+    scalars = event_files.read_scalars(log_dir / "run-1")
     for mode in MODES:
-        model = keras.saving.load_model(logdir / "run-1" / mode / "model.keras")
+        model = keras.saving.load_model(log_dir / "run-1" / mode / "model.keras")
         mse = float(np.mean((np.asarray(model.predict(x, verbose=0)) - y) ** 2))
         (_, logged), *_ = reversed(scalars[f"{mode}/train"]["full_data_mse"])
         assert mse == pytest.approx(logged, rel=1e-5)
 
     np.savez(pairs, x=x, y=x * 2.0)  # targets a sigmoid cannot reach
     result = CliRunner().invoke(
-        main, ["run", "batch_vs_sgd", "--data", str(pairs), "--logdir", str(logdir)]
+        main, ["run", "batch_vs_sgd", "--data", str(pairs), "--log-dir", str(log_dir)]
     )
     assert result.exit_code == 2, result.output
     assert "y must lie in [0, 1]" in result.output
-    assert sorted(os.listdir(logdir)) == ["run-1"]  # refused: no new run folder
+    assert sorted(os.listdir(log_dir)) == ["run-1"]  # refused: no new run folder

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from kerasteps.cli import main
 from tests.helpers import ROOT
 
-COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
+COMMON_OPTIONS = ("--steps", "--log-every", "--log-dir", "--seed", "--resume")
 
 # batch_vs_sgd trains for --epochs epochs: its help lists no --steps.
 OPTIONS = {
@@ -32,6 +32,7 @@ def test_help_lists_the_common_options(name):
     for option in OPTIONS[name]:
         assert f"  {option} " in result.output
     assert ("  --steps " in result.output) == (name != "batch_vs_sgd")
+    assert "--logdir" not in result.output  # the old spelling works, hidden
     own = {"image_classifier": "--data DIRECTORY", "batch_vs_sgd": "--epochs"}[name]
     assert own in result.output
 

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
-from kerasteps import events
+from kerasteps import event_files
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
 from tests.helpers import read_jsonl, read_scalar_steps
@@ -35,15 +35,15 @@ TINY_CLASSIFIER = (
 pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
 
-def scalar_steps(logdir: Path, run_name: str, tag: str) -> list[int]:
+def scalar_steps(log_dir: Path, run_name: str, tag: str) -> list[int]:
     """Steps of a tag in write order (so a repeated or backward step shows)."""
-    scalars = events.read_scalars(logdir, sort=False)
+    scalars = event_files.read_scalars(log_dir, sort=False)
     return [step for step, _ in scalars[run_name][tag]]
 
 
 # --------------------------------------------------------------- image_classifier
 def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
-    logdir = tmp_path / "clf"
+    log_dir = tmp_path / "clf"
     result = run(
         "image_classifier",
         *TINY_CLASSIFIER,
@@ -51,18 +51,18 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
         "10",
         "--log-every",
         "3",
-        "--logdir",
-        str(logdir),
+        "--log-dir",
+        str(log_dir),
     )
     assert "Classes ['horizontal', 'vertical']" in result.output
     assert "Global step after training: 10." in result.output
-    assert f"view:  kerasteps board {logdir}" in result.output
-    folder = logdir / "run-1"  # each run gets its own folder
+    assert f"view:  kerasteps board {log_dir}" in result.output
+    folder = log_dir / "run-1"  # each run gets its own folder
     assert f"table: kerasteps summary {folder}" in result.output
     model = keras.saving.load_model(folder / "model.keras")
     assert model.optimizer.iterations == 10
 
-    scalars = events.read_scalars(folder)
+    scalars = event_files.read_scalars(folder)
     assert set(scalars) == {"train", "validation"}
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
@@ -90,12 +90,12 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
 
 
 def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
-    logdir = tmp_path / "resumed"
-    common = (*TINY_CLASSIFIER, "--log-every", "2", "--logdir", str(logdir))
+    log_dir = tmp_path / "resumed"
+    common = (*TINY_CLASSIFIER, "--log-every", "2", "--log-dir", str(log_dir))
     first = run("image_classifier", *common, "--steps", "4")
     assert "Global step after training: 4." in first.output
     second = run("image_classifier", *common, "--steps", "8", "--resume")
-    folder = logdir / "run-1"
+    folder = log_dir / "run-1"
     checkpoint = folder / "checkpoints" / "ckpt-4"
     assert f"Resumed from step 4 (checkpoint {checkpoint})" in second.output
     assert "Global step after training: 8." in second.output
@@ -114,7 +114,7 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
         *TINY_CLASSIFIER,
         "--log-every",
         "2",
-        "--logdir",
+        "--log-dir",
         str(straight),
         "--steps",
         "8",
@@ -133,12 +133,12 @@ def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):
     # Without --resume, a new run goes beside it: run-1 is left as it was.
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     third = run("image_classifier", *common, "--steps", "2")
-    assert f"New run: {logdir / 'run-2'}" in third.output
-    assert [r["step"] for r in read_jsonl(logdir / "run-2" / "log.jsonl")] == [2]
+    assert f"New run: {log_dir / 'run-2'}" in third.output
+    assert [r["step"] for r in read_jsonl(log_dir / "run-2" / "log.jsonl")] == [2]
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == (
         before
     )
-    assert sorted(events.read_scalars(logdir)) == [
+    assert sorted(event_files.read_scalars(log_dir)) == [
         "run-1/train",
         "run-1/validation",
         "run-2/train",
@@ -160,7 +160,7 @@ def write_png_folders(root: Path, classes: dict[str, int], size: int = 12) -> No
 def test_image_classifier_reads_a_directory_of_class_folders(tmp_path):
     images = tmp_path / "images"
     write_png_folders(images, {"cats": 8, "dogs": 8})
-    logdir = tmp_path / "dir_run"
+    log_dir = tmp_path / "dir_run"
     result = run(
         "image_classifier",
         "--data",
@@ -177,14 +177,14 @@ def test_image_classifier_reads_a_directory_of_class_folders(tmp_path):
         "4",
         "--log-every",
         "2",
-        "--logdir",
-        str(logdir),
+        "--log-dir",
+        str(log_dir),
     )
     assert "Found 16 files belonging to 2 classes." in result.output
     assert "Using 12 files for training." in result.output
     assert "Using 4 files for validation." in result.output
     assert "Classes ['cats', 'dogs']" in result.output
-    scalars = events.read_scalars(logdir / "run-1")
+    scalars = event_files.read_scalars(log_dir / "run-1")
     for run_name in ("train", "validation"):
         for tag in ("loss", "accuracy"):
             assert [step for step, _ in scalars[run_name][tag]] == [2, 4]
@@ -195,7 +195,7 @@ def test_image_classifier_data_needs_two_class_folders(tmp_path):
     write_png_folders(images, {"cats": 8})
     result = CliRunner().invoke(
         main,
-        ["run", "image_classifier", "--data", str(images), "--logdir", str(tmp_path)],
+        ["run", "image_classifier", "--data", str(images), "--log-dir", str(tmp_path)],
     )
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--data'" in result.output

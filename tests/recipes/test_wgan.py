@@ -17,7 +17,7 @@ from kerasteps.mixtures import mode_coverage, pacgan_mixture
 from tests.helpers import read_jsonl, read_scalar_steps
 from tests.helpers import run_recipe as run
 
-COMMON_OPTIONS = ("--steps", "--log-every", "--logdir", "--seed", "--resume")
+COMMON_OPTIONS = ("--steps", "--log-every", "--log-dir", "--seed", "--resume")
 
 pytestmark = pytest.mark.usefixtures("bundled_recipes")
 
@@ -92,7 +92,7 @@ def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
 
 
 def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
-    logdir = tmp_path / "wgan"
+    log_dir = tmp_path / "wgan"
     result = run(
         "wgan",
         "--steps",
@@ -103,10 +103,10 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
         "3",
         "--batch-size",
         "32",
-        "--logdir",
-        str(logdir),
+        "--log-dir",
+        str(log_dir),
     )
-    folder = logdir / "run-1"
+    folder = log_dir / "run-1"
     records = read_jsonl(folder / "log.jsonl")
     assert [(r["step"], r["g_step"], r["d_step"]) for r in records] == [
         (20, 20, 60),
@@ -152,7 +152,7 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
 
 
 def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
-    logdir = tmp_path / "wgan_images"
+    log_dir = tmp_path / "wgan_images"
     common = (
         "--data",
         "images",
@@ -164,12 +164,12 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
         "5",
         "--steps-per-execution",
         "5",
-        "--logdir",
-        str(logdir),
+        "--log-dir",
+        str(log_dir),
     )
     run("wgan", "--steps", "5", *common)
     result = run("wgan", "--steps", "10", "--resume", *common)
-    folder = logdir / "run-1"
+    folder = log_dir / "run-1"
     checkpoint = folder / "checkpoints" / "ckpt-5"
     assert f"Resumed from step 5 (checkpoint {checkpoint})" in result.output
     assert (
@@ -191,7 +191,7 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
 
 def test_wgan_recipe_rejects_bad_data(tmp_path):
     result = CliRunner().invoke(
-        main, ["run", "wgan", "--data", "moons", "--logdir", str(tmp_path / "w")]
+        main, ["run", "wgan", "--data", "moons", "--log-dir", str(tmp_path / "w")]
     )
     assert result.exit_code == 2
     assert (
@@ -200,7 +200,7 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
     line = tmp_path / "line.npy"
     np.save(line, np.zeros((1000, 1), dtype="float32"))
     result = CliRunner().invoke(
-        main, ["run", "wgan", "--data", str(line), "--logdir", str(tmp_path / "w")]
+        main, ["run", "wgan", "--data", str(line), "--log-dir", str(tmp_path / "w")]
     )
     assert result.exit_code == 2
     assert "points must have shape (N, d), d >= 2; received (1000, 1)" in result.output
@@ -210,19 +210,19 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
 def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
     path = tmp_path / "points.npy"
     np.save(path, np.random.default_rng(0).normal(size=(1000, 3)).astype("float32"))
-    logdir = tmp_path / "w3"
+    log_dir = tmp_path / "w3"
     result = run(
         "wgan",
         *("--data", str(path), "--steps", "4", "--batch-size", "16"),
         *("--steps-per-execution", "2"),
-        *("--logdir", str(logdir)),
+        *("--log-dir", str(log_dir)),
     )
     assert "mixture latent of 343 components) on " in result.output
     assert "Trained to g_step 4 with d_step 12" in result.output
     assert "Mode coverage" not in result.output  # no known modes
-    records = read_jsonl(logdir / "run-1" / "log.jsonl")
+    records = read_jsonl(log_dir / "run-1" / "log.jsonl")
     assert [r["step"] for r in records] == [2, 4]  # --log-every: a tenth, at least 1
-    assert_png(logdir / "run-1" / "samples.png", (500, 500))
+    assert_png(log_dir / "run-1" / "samples.png", (500, 500))
 
 
 def test_wgan_recipe_calls_end_on_every_log_step_and_the_last(tmp_path):
@@ -235,26 +235,26 @@ def test_wgan_recipe_calls_end_on_every_log_step_and_the_last(tmp_path):
     assert wgan.steps_per_call(None, 100, 2000 - 1234) == 2  # resumed from step 1234
     assert wgan.steps_per_call(None, 7, 10) == 1
     assert wgan.steps_per_call(10, 1000, 10000) == 10  # --steps-per-execution 10
-    logdir = tmp_path / "w"
+    log_dir = tmp_path / "w"
     result = run(
         "wgan",
         *("--steps", "6", "--log-every", "4", "--batch-size", "16"),
-        *("--logdir", str(logdir)),
+        *("--log-dir", str(log_dir)),
     )
     # Calls of 2 steps: logged at step 4 (not at a boundary past it), and
     # stopped at step 6 exactly (a call of 4 or 10 steps would have run past it).
-    assert [r["step"] for r in read_jsonl(logdir / "run-1" / "log.jsonl")] == [4, 6]
+    assert [r["step"] for r in read_jsonl(log_dir / "run-1" / "log.jsonl")] == [4, 6]
     assert "Trained to g_step 6 with d_step 18" in result.output
     assert "execution boundary" not in result.output
 
 
 def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):
-    logdir = tmp_path / "w"
+    log_dir = tmp_path / "w"
     result = CliRunner().invoke(
         main,
         ["run", "wgan", "--variant", "clip", "--gradient-penalty", "5"]
-        + ["--logdir", str(logdir)],
+        + ["--log-dir", str(log_dir)],
     )
     assert result.exit_code == 2
     assert "'--gradient-penalty': is for --variant gp" in result.output
-    assert not logdir.exists()
+    assert not log_dir.exists()

@@ -254,23 +254,7 @@ class RunHub:
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
         self.windows = _windows.MetricWindows(model)
-        resume = ResumeState.take(model, self.start_step)
-        self._carry = _carried_windows(resume)
-        carried_id = resume.run_id if resume is not None else None
-        if carried_id is None and previous is not None and not previous.ended:
-            carried_id = previous.run_id  # its fit() raised: this one goes on
-        #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
-        #: carried by the checkpoint it resumes from or the model's previous `fit()`
-        #: (also one that raised), else new.
-        self.run_id = carried_id or _sinks.new_run_id()
-        #: False when the run continues a state whose run is unknown (a model loaded
-        #: from a `.keras` file at a step > 0): its sinks continue what they find.
-        self.run_known = carried_id is not None or self.start_step == 0
-        self._expected_examples = (
-            (resume.examples_per_step, resume.source)
-            if resume is not None and resume.examples_per_step is not None
-            else None
-        )
+        self._continue(ResumeState.take(model, self.start_step), previous)
         #: The step where a guard found a non-finite loss (set by the guard), or None.
         self.non_finite_at: int | None = None
         steps = params.get("steps") if params else None
@@ -301,6 +285,27 @@ class RunHub:
         self._warned: set[tuple[str, str]] = set()
         #: What the run's callbacks see of it (`kerasteps.callbacks.StepRun`).
         self.run = StepRun(self)
+
+    def _continue(self, resume: ResumeState | None, previous: RunHub | None) -> None:
+        """Takes what the run continues: the state it resumes (a restored
+        checkpoint's, or the end of the model's previous `fit()`), else the run of a
+        previous `fit()` that raised."""
+        self._carry = _carried_windows(resume)
+        carried_id = resume.run_id if resume is not None else None
+        if carried_id is None and previous is not None and not previous.ended:
+            carried_id = previous.run_id  # its fit() raised: this one goes on
+        #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
+        #: carried by the checkpoint it resumes from or the model's previous `fit()`
+        #: (also one that raised), else new.
+        self.run_id = carried_id or _sinks.new_run_id()
+        #: False when the run continues a state whose run is unknown (a model loaded
+        #: from a `.keras` file at a step > 0): its sinks continue what they find.
+        self.run_known = carried_id is not None or self.start_step == 0
+        self._expected_examples = (
+            (resume.examples_per_step, resume.source)
+            if resume is not None and resume.examples_per_step is not None
+            else None
+        )
 
     def _must_read_each_batch(self) -> bool:
         spe = self.steps_per_execution

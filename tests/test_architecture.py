@@ -188,3 +188,48 @@ def test_private_keras_names_only_in_compat():
             if module and module.startswith(PRIVATE_PREFIXES):
                 found.append(f"{path.name}:{node.lineno} {module}")
     assert found == []
+
+
+def shape(root: Path) -> dict[str, object]:
+    """The figures of a checkout's shape: modules at the package's top, import
+    arrows, circles, the longest function (without its docstring), README lines."""
+    global ROOT, PACKAGE
+    saved = ROOT, PACKAGE
+    ROOT, PACKAGE = root, root / "kerasteps"
+    try:
+        found = modules()
+        edges = graph()
+    finally:
+        ROOT, PACKAGE = saved
+    top = [
+        name
+        for name, path in found.items()
+        if name.count(".") == 1 and path.name != "__init__.py"
+    ]
+    longest = (0, "")
+    for name, path in found.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            lines = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                lines -= first.end_lineno - first.lineno + 1
+            longest = max(longest, (lines, f"{name}.{node.name}"))
+    return {
+        "modules at the top": len(top),
+        "of them private": sum(name.split(".")[1].startswith("_") for name in top),
+        "modules": len(found),
+        "import arrows": sum(len(targets) for targets in edges.values()),
+        "circles": circles(edges),
+        "longest function": longest,
+        "README lines": len((root / "README.md").read_text().splitlines()),
+    }
+
+
+if __name__ == "__main__":
+    # python -m tests.test_architecture [CHECKOUT]: the figures of its shape.
+    import sys
+
+    for key, value in shape(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT)).items():
+        print(f"{key}: {value}")

@@ -31,13 +31,25 @@ class Standardization(NamedTuple):
         )
 
 
-def check_points(x: Any) -> np.ndarray:
-    """`x` as float64 points `(N, d)` of finite numbers, or raises `ValueError`."""
+def check_points(x: Any, components: int | None = None) -> np.ndarray:
+    """`x` as float64 points `(N, d)` of finite numbers, or raises `ValueError`;
+    with `components`, also when the generator's grid latent cannot have d
+    dimensions (`MixtureLatent.max_grid_dim`)."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or len(x) < 2 or not np.isfinite(x).all():
         raise ValueError(
             "`x` must be at least 2 points of shape (N, d) with finite values, "
             f"received shape {x.shape}."
+        )
+    limit = None if components is None else MixtureLatent.max_grid_dim(components)
+    if limit is not None and x.shape[1] > limit:
+        per_axis, total = MixtureLatent.grid_shape(x.shape[1], components)
+        raise ValueError(
+            f"`x` has points of {x.shape[1]} dimensions; `WGAN.for_points` takes at "
+            f"most {limit}: its generator's latent is a grid of about {components} "
+            f"components, which in {x.shape[1]} dimensions has {per_axis} points per "
+            f"axis, {total} components, more than a grid's 10,000. Reduce the "
+            "dimensions first (e.g. PCA)."
         )
     return x
 

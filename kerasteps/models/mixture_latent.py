@@ -195,6 +195,48 @@ class MixtureLatent(keras.layers.Layer):
             "scales": self.scales.tolist(),
         }
 
+    #: The most components `grid` makes.
+    MAX_GRID_COMPONENTS = 10_000
+
+    @staticmethod
+    def grid_shape(dim: int, components: int = 100) -> tuple[int, int]:
+        """`(points per axis, components)` of `grid(dim, components)`.
+
+        Args:
+            dim: Int >= 1, the dimension of the points.
+            components: Int >= 1, about how many components.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> MixtureLatent.grid_shape(2, 400), MixtureLatent.grid_shape(13, 400)
+        ((20, 400), (2, 8192))
+        """
+        per_axis = max(2, round(components ** (1.0 / dim)))
+        return per_axis, per_axis**dim
+
+    @staticmethod
+    def max_grid_dim(components: int = 100) -> int:
+        """The largest dimension `grid(dim, components)` takes: beyond it the grid
+        has more than `MAX_GRID_COMPONENTS` components.
+
+        Args:
+            components: Int >= 1, about how many components.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> MixtureLatent.max_grid_dim(400)
+        13
+        """
+        dim = 1
+        while (
+            MixtureLatent.grid_shape(dim + 1, components)[1]
+            <= MixtureLatent.MAX_GRID_COMPONENTS
+        ):
+            dim += 1
+        return dim
+
     @classmethod
     def grid(
         cls,
@@ -235,11 +277,12 @@ class MixtureLatent(keras.layers.Layer):
         dim = check_int("dim", dim)
         components = check_int("components", components)
         extent = check_positive_number("extent", extent)
-        per_axis = max(2, round(components ** (1.0 / dim)))
-        if per_axis**dim > 10_000:
+        per_axis, total = cls.grid_shape(dim, components)
+        if total > cls.MAX_GRID_COMPONENTS:
             raise ValueError(
                 f"A grid of {per_axis} points per axis in {dim} dimensions has "
-                f"{per_axis**dim} components, more than 10,000; pass centres to "
+                f"{total} components, more than 10,000 (at most "
+                f"{cls.max_grid_dim(components)} dimensions); pass centres to "
                 "`MixtureLatent(centres, ...)` instead."
             )
         axis = np.linspace(-extent, extent, per_axis)

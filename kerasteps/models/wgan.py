@@ -262,7 +262,7 @@ class WGAN(_BackendSteps, keras.Model):
         from kerasteps.models.point_settings import PointSettings
 
         settings = PointSettings() if settings is None else settings
-        x = _point_wgan.check_points(x)
+        x = _point_wgan.check_points(x, settings.components)
         generator, critic, scaling = _point_wgan.networks(x, settings)
         model = cls(
             generator,

@@ -154,6 +154,21 @@ def as_points_or_images(x: np.ndarray, path: str) -> np.ndarray:
     return x[..., None] if x.ndim == 3 else x
 
 
+def check_dimensions(x: np.ndarray, components: int) -> None:
+    """Refuses points of more dimensions than the generator's grid latent has."""
+    from kerasteps.models import MixtureLatent
+
+    limit = MixtureLatent.max_grid_dim(components)
+    if x.shape[1] > limit:
+        per_axis, total = MixtureLatent.grid_shape(x.shape[1], components)
+        raise bad_data(
+            f"points of {x.shape[1]} dimensions are more than the {limit} the point "
+            f"WGAN takes: its latent grid of about {components} components would "
+            f"have {per_axis} points per axis, {total} components (at most "
+            "10,000). Reduce the dimensions first (e.g. PCA)."
+        )
+
+
 def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
     """Refuses data smaller than the `n_critic` real batches of one generator step."""
     if len(x) < n_critic * batch_size:
@@ -307,6 +322,7 @@ def make_training(
     if uses_point_settings(x, variant):
         settings = point_settings(options)
         check_one_step(x, settings.n_critic, settings.batch_size)
+        check_dimensions(x, settings.components)
         model = WGAN.for_points(x, settings, seed=seed)
         latent = model.generator.get_layer("mixture_latent")
         kind = (

@@ -253,3 +253,14 @@ def test_mixture_latent_loads_weights_saved_with_probabilities_alone():
 def test_mixture_latent_refuses_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_for_points_refuses_more_dimensions_than_its_latent_grid_takes():
+    x = np.random.default_rng(0).normal(size=(64, 14))
+    with pytest.raises(ValueError) as raised:
+        WGAN.for_points(x)
+    message = str(raised.value)
+    assert "`x` has points of 14 dimensions; `WGAN.for_points` takes at most 13" in (
+        message
+    )
+    assert "2 points per axis, 16384 components" in message

@@ -207,6 +207,35 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_wgan_recipe_trains_10_dimensions_and_refuses_14_and_20(tmp_path):
+    """The latent grid of about 400 components has 2 points per axis from 7
+    dimensions up: 8192 components in 13, 16384 in 14, over a grid's 10,000."""
+    rng = np.random.default_rng(0)
+    for dim in (14, 20):
+        path = tmp_path / f"points{dim}.npy"
+        np.save(path, rng.normal(size=(1000, dim)).astype("float32"))
+        result = CliRunner().invoke(
+            main, ["run", "wgan", "--data", str(path), "--log-dir", str(tmp_path / "w")]
+        )
+        assert result.exit_code == 2, result.output
+        total = 2**dim
+        assert (
+            f"points of {dim} dimensions are more than the 13 the point WGAN takes: "
+            f"its latent grid of about 400 components would have 2 points per axis, "
+            f"{total} components (at most 10,000)."
+        ) in " ".join(result.output.split())
+        assert not (tmp_path / "w").exists()
+    path = tmp_path / "points10.npy"
+    np.save(path, rng.normal(size=(1000, 10)).astype("float32"))
+    result = run(
+        "wgan",
+        *("--data", str(path), "--steps", "2", "--batch-size", "16"),
+        *("--log-dir", str(tmp_path / "w10")),
+    )
+    assert "mixture latent of 1024 components) on " in result.output
+    assert "Trained to g_step 2 with d_step 6" in result.output
+
+
 def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
     path = tmp_path / "points.npy"
     np.save(path, np.random.default_rng(0).normal(size=(1000, 3)).astype("float32"))

@@ -31,6 +31,7 @@ __all__ = [
     "ModeCoverage",
     "grid_of_gaussians",
     "mode_coverage",
+    "nearest_modes",
     "pacgan_mixture",
     "ring_of_gaussians",
 ]
@@ -286,19 +287,42 @@ def _as_samples_and_centres(
     return samples, centres
 
 
-def _high_quality_counts(
-    samples: np.ndarray, centres: np.ndarray, radius: float
-) -> tuple[np.ndarray, int]:
-    """Per mode, the samples nearest to it and within `radius`; and their total."""
-    counts = np.zeros(len(centres), dtype=np.int64)
-    n_hq = 0
+def nearest_modes(samples: Any, centres: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's nearest centre (its index) and the distance to it.
+
+    Args:
+        samples: Array-like of shape `(n, d)`.
+        centres: Array-like of shape `(n_modes, d)`.
+
+    Returns:
+        A tuple `(index, distance)`: an int array and a float64 array of shape `(n,)`.
+
+    Example:
+
+    >>> from kerasteps.mixtures import nearest_modes
+    >>> index, distance = nearest_modes([[0.0, 0.9]], [[0.0, 0.0], [0.0, 1.0]])
+    >>> index.tolist(), distance.round(3).tolist()
+    ([1], [0.1])
+    """
+    samples, centres = _as_samples_and_centres(samples, centres)
+    index = np.empty(len(samples), dtype=np.int64)
+    distance = np.empty(len(samples))
     # Chunked nearest-centre search keeps memory at O(chunk * n_modes).
     for start in range(0, len(samples), 65536):
         chunk = samples[start : start + 65536]
         d2 = ((chunk[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
         nearest = d2.argmin(axis=1)
-        dist = np.sqrt(d2[np.arange(len(chunk)), nearest])
-        hq = dist <= radius
-        n_hq += int(hq.sum())
-        counts += np.bincount(nearest[hq], minlength=len(centres))
-    return counts, n_hq
+        index[start : start + len(chunk)] = nearest
+        distance[start : start + len(chunk)] = np.sqrt(
+            d2[np.arange(len(chunk)), nearest]
+        )
+    return index, distance
+
+
+def _high_quality_counts(
+    samples: np.ndarray, centres: np.ndarray, radius: float
+) -> tuple[np.ndarray, int]:
+    """Per mode, the samples nearest to it and within `radius`; and their total."""
+    nearest, distance = nearest_modes(samples, centres)
+    hq = distance <= radius
+    return np.bincount(nearest[hq], minlength=len(centres)), int(hq.sum())

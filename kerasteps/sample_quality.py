@@ -99,28 +99,35 @@ class GaussianMixture:
         return self.centres[modes] + self.std * noise
 
     @classmethod
+    def pacgan(cls, name: str, scale: float = 1.0) -> GaussianMixture:
+        """One of PacGAN's mixtures (`kerasteps.mixtures.pacgan_mixture`), its
+        positions and std scaled by `scale`.
+
+        Args:
+            name: `"ring"` (8 modes, radius 1, std 0.01) or `"grid"` (5 x 5 modes,
+                spacing 2, std 0.05).
+            scale: Multiplies the positions and the std.
+        """
+        _, centres, std = mixtures.pacgan_mixture(name, 1)
+        return cls(centres.astype(np.float64) * scale, std * scale)
+
+    @classmethod
     def ring(cls, scale: float = 1.0) -> GaussianMixture:
-        """PacGAN's ring (8 modes, radius 1, std 0.01), scaled by `scale`.
+        """PacGAN's ring, scaled by `scale` (see `pacgan`).
 
         Args:
             scale: Multiplies the radius and the std.
         """
-        _, centres = mixtures.ring_of_gaussians(1, radius=1.0)
-        return cls(
-            centres.astype(np.float64) * scale, mixtures.PACGAN_STD["ring"] * scale
-        )
+        return cls.pacgan("ring", scale)
 
     @classmethod
     def grid(cls, scale: float = 1.0) -> GaussianMixture:
-        """PacGAN's grid (5 x 5 modes, spacing 2, std 0.05), scaled by `scale`.
+        """PacGAN's grid, scaled by `scale` (see `pacgan`).
 
         Args:
             scale: Multiplies the spacing and the std.
         """
-        _, centres = mixtures.grid_of_gaussians(1, spacing=2.0)
-        return cls(
-            centres.astype(np.float64) * scale, mixtures.PACGAN_STD["grid"] * scale
-        )
+        return cls.pacgan("grid", scale)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,12 +242,6 @@ def _energy(a: np.ndarray, b: np.ndarray, within_a: float) -> float:
     return max(float(value), 0.0)
 
 
-def _nearest(samples: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    d2 = ((samples[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
-    nearest = d2.argmin(1)
-    return nearest, np.sqrt(d2[np.arange(len(samples)), nearest])
-
-
 def sample_quality(
     samples: Any,
     sample_exact: Sampler,
@@ -274,7 +275,7 @@ def sample_quality(
         raise ValueError(
             f"`samples` must have shape (n, d) with n >= 2, received {samples.shape}."
         )
-    if type(pairs) is not int or 0 < pairs < 10 or pairs < 0:
+    if type(pairs) is not int or not (pairs == 0 or pairs >= 10):
         raise ValueError(f"`pairs` must be 0 or an int >= 10, received {pairs!r}.")
     rng = np.random.default_rng(seed)
     n = len(samples)
@@ -301,8 +302,8 @@ def sample_quality(
     if mixture is None:
         return SampleQuality(None, None, None, None, None, None, ratio)
     coverage = mixtures.mode_coverage(samples, mixture.centres, mixture.std)
-    nearest, distance = _nearest(samples, mixture.centres)
-    _, exact_distance = _nearest(held_out, mixture.centres)
+    nearest, distance = mixtures.nearest_modes(samples, mixture.centres)
+    _, exact_distance = mixtures.nearest_modes(held_out, mixture.centres)
     shares = np.bincount(nearest, minlength=len(mixture.centres)) / n
     with np.errstate(divide="ignore"):
         ratios = np.maximum(shares / mixture.shares, mixture.shares / shares)

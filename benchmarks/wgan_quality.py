@@ -48,7 +48,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -61,6 +61,95 @@ def cube_of_gaussians(n: int, seed: int) -> tuple:
     rng = np.random.default_rng(seed)
     x = centres[rng.integers(len(centres), size=n)] + std * rng.standard_normal((n, 3))
     return x.astype("float32"), centres.astype("float32"), std
+
+
+# ------------------------------------------------------------------ held-out data
+#
+# Data that no setting was tuned on (`--mixture held-out`), each an exact sampler
+# `(n, rng) -> points` and, where it has modes, its `GaussianMixture`.
+
+
+def _mixture(centres: Any, std: float, weights: Any = None) -> Any:
+    from kerasteps.sample_quality import GaussianMixture
+
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    return GaussianMixture(np.asarray(centres, dtype=np.float64), std, w)
+
+
+#: 6 modes on a hexagon of radius 1.5, sigma 0.1, one of them with 2 % of the data.
+UNEQUAL = _mixture(
+    [[1.5 * np.cos(a), 1.5 * np.sin(a)] for a in np.arange(6) * np.pi / 3],
+    0.1,
+    [0.35, 0.25, 0.18, 0.12, 0.08, 0.02],
+)
+
+
+def _random_centres(d: int, n: int, seed: int) -> np.ndarray:
+    """`n` centres uniform in [-2, 2]^d, at least 1 apart (fixed by `seed`)."""
+    rng = np.random.default_rng(seed)
+    centres: list[np.ndarray] = []
+    while len(centres) < n:
+        c = rng.uniform(-2.0, 2.0, d)
+        if all(np.linalg.norm(c - o) >= 1.0 for o in centres):
+            centres.append(c)
+    return np.stack(centres)
+
+
+#: 10 equal Gaussians, sigma 0.1, at random places in 5-D and in 10-D.
+MIXTURE_5D = _mixture(_random_centres(5, 10, seed=5), 0.1)
+MIXTURE_10D = _mixture(_random_centres(10, 10, seed=10), 0.1)
+
+
+def two_moons(n: int, rng: np.random.Generator) -> np.ndarray:
+    """scikit-learn's two interleaving half circles, with Gaussian noise 0.05."""
+    upper = rng.random(n) < 0.5
+    t = rng.uniform(0.0, np.pi, n)
+    x = np.where(upper, np.cos(t), 1.0 - np.cos(t))
+    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
+    return np.stack([x, y], 1) + 0.05 * rng.standard_normal((n, 2))
+
+
+def spiral(n: int, rng: np.random.Generator) -> np.ndarray:
+    """An Archimedean spiral over two turns (radius t / 2pi for t in [pi/2, 4pi]),
+    with Gaussian noise 0.05, points spread evenly along its length."""
+    t = np.sqrt(rng.uniform((np.pi / 2) ** 2, (4 * np.pi) ** 2, n))
+    r = t / (2 * np.pi)
+    return np.stack([r * np.cos(t), r * np.sin(t)], 1) + 0.05 * rng.standard_normal(
+        (n, 2)
+    )
+
+
+class Case(NamedTuple):
+    """One data set of the benchmark: its name, an exact sampler, and its
+    `GaussianMixture` where it has modes (else None)."""
+
+    name: str
+    sample: Any  # (n, rng) -> points
+    mixture: Any
+    pacgan: bool  # PacGAN's 2-D ring or grid: the 3-sigma bounds apply
+
+
+HELD_OUT = {
+    "unequal": Case("unequal", UNEQUAL.sample, UNEQUAL, False),
+    "moons": Case("moons", two_moons, None, False),
+    "spiral": Case("spiral", spiral, None, False),
+    "mix5d": Case("mix5d", MIXTURE_5D.sample, MIXTURE_5D, False),
+    "mix10d": Case("mix10d", MIXTURE_10D.sample, MIXTURE_10D, False),
+}
+
+
+def held_out_misses(quality: Any) -> list[str]:
+    """The held-out targets missed: every mode's share within x2 of its data share,
+    spread 0.85-1.15 where there are modes, distance ratio <= 3."""
+    missed = []
+    if quality.spread is not None:
+        if quality.worst_mode_share > 2.0:
+            missed.append(f"mode share off x{quality.worst_mode_share:.2f} > x2")
+        if not 0.85 <= quality.spread <= 1.15:
+            missed.append(f"spread {quality.spread:.2f} outside [0.85, 1.15]")
+    if quality.distance_ratio > 3.0:
+        missed.append(f"distance ratio {quality.distance_ratio:.2f} > 3")
+    return missed
 
 
 SAMPLES = 2500  # PacGAN's num_log_figure_sample
@@ -93,38 +182,70 @@ def settings_from(args: argparse.Namespace) -> Any:
         "gradient_penalty": args.gp,
         "learning_rate": args.lr,
         "steps": args.steps,
+        "energy_weight": args.energy_weight,
+        "energy_exponent": args.energy_exponent,
     }
     return PointSettings(**{k: v for k, v in fields.items() if v is not None})
 
 
-def two_sided(samples: np.ndarray, centres: np.ndarray, std: float) -> dict:
-    """`kerasteps.sample_quality`'s figures, and the targets missed."""
-    from kerasteps.sample_quality import GaussianMixture, sample_quality
+def case_of(name: str, scale: float) -> Case:
+    """The benchmark's data set `name`, PacGAN's scaled by `scale`."""
+    from kerasteps.sample_quality import GaussianMixture
 
-    mixture = GaussianMixture(centres.astype(np.float64), float(std))
-    quality = sample_quality(samples, mixture.sample, mixture=mixture)
-    return {
+    if name in HELD_OUT:
+        return HELD_OUT[name]
+    if name == "cube":
+        _, centres, std = cube_of_gaussians(1, seed=0)
+        cube = _mixture(centres, std)
+        return Case("cube", cube.sample, cube, False)
+    mixture = GaussianMixture.pacgan(name, scale)
+    return Case(name, mixture.sample, mixture, True)
+
+
+def training_points(case: Case, scale: float, seed: int) -> np.ndarray:
+    """100,000 training points of `case` (PacGAN's own draws for ring and grid)."""
+    from kerasteps import mixtures
+
+    if case.pacgan:
+        return mixtures.pacgan_mixture(case.name, 100_000, seed=seed)[0] * scale
+    if case.name == "cube":
+        return cube_of_gaussians(100_000, seed=seed)[0]
+    return case.sample(100_000, np.random.default_rng(seed)).astype("float32")
+
+
+def score(samples: np.ndarray, case: Case) -> dict:
+    """PacGAN's figures where it applies, `kerasteps.sample_quality`'s, and the
+    targets missed."""
+    from kerasteps.sample_quality import sample_quality
+
+    quality = sample_quality(samples, case.sample, mixture=case.mixture)
+    figures = {
         "spread": quality.spread,
         "worst_share": quality.worst_mode_share,
         "distance": quality.distance_ratio,
-        "misses": quality.misses(),
+        "misses": quality.misses() if case.pacgan else held_out_misses(quality),
     }
+    if case.mixture is not None:
+        mixture = case.mixture
+        figures.update(pacgan_coverage(samples, mixture.centres, mixture.std))
+        nearest = np.argmin(
+            ((samples[:, None, :] - mixture.centres[None]) ** 2).sum(-1), axis=1
+        )
+        low = int(np.argmin(mixture.shares))
+        figures["low_share"] = float(np.mean(nearest == low) / mixture.shares[low])
+    return figures
 
 
-def train_and_score(mixture: str, scale: float, seed: int, args: Any) -> dict:
-    """Trains one point WGAN on a scaled mixture and scores it."""
+def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
+    """Trains one point WGAN on a data set and scores it."""
     import keras
 
-    from kerasteps import mixtures
     from kerasteps.models import WGAN, reweight_mixture
 
     begin = time.perf_counter()
     keras.utils.set_random_seed(seed)
-    if mixture == "cube":
-        x, centres, std = cube_of_gaussians(100_000, seed=seed)
-    else:
-        x, centres, std = mixtures.pacgan_mixture(mixture, 100_000, seed=seed)
-    x, centres, std = x * scale, centres * scale, std * scale
+    case = case_of(name, scale)
+    x = training_points(case, scale, seed)
     settings = settings_from(args)
     model = WGAN.for_points(x, settings, seed=seed, steps_per_execution=args.spe)
     batches = WGAN.make_dataset(
@@ -133,21 +254,13 @@ def train_and_score(mixture: str, scale: float, seed: int, args: Any) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     model.fit(batches, steps_per_epoch=settings.steps, verbose=0)
     fitted, fit_cpu = time.perf_counter(), time.process_time() - cpu
-    samples = model.generate(SAMPLES, seed=seed + 1000)
-    score = {
-        **pacgan_coverage(samples, centres, std),
-        **two_sided(samples, centres, std),
-    }
+    figures = score(model.generate(SAMPLES, seed=seed + 1000), case)
     reweighted, reweight_s = {}, 0.0
     if args.reweight:
         reweighting = time.perf_counter()
         reweight_mixture(model, x)
         reweight_s = time.perf_counter() - reweighting
-        samples = model.generate(SAMPLES, seed=seed + 1000)
-        reweighted = {
-            **pacgan_coverage(samples, centres, std),
-            **two_sided(samples, centres, std),
-        }
+        reweighted = score(model.generate(SAMPLES, seed=seed + 1000), case)
     end = time.perf_counter()
     times = {
         "fit_s": fitted - start,
@@ -156,27 +269,49 @@ def train_and_score(mixture: str, scale: float, seed: int, args: Any) -> dict:
         "run_s": end - begin,
     }
     after = {f"reweighted_{key}": value for key, value in reweighted.items()}
-    return {**score, **after, "n_modes": len(centres), **times}
+    n_modes = None if case.mixture is None else len(case.mixture.centres)
+    return {**figures, **after, "n_modes": n_modes, **times}
 
 
-def summary(mixture: str, scale: float, results: list[dict]) -> str:
-    """One line: mean and worst over the seeds, and the mean wall times."""
-    modes = [r["modes"] for r in results]
-    high = [r["high_quality"] for r in results]
-    kl = [r["reverse_kl"] for r in results]
-    spread = [r["spread"] for r in results]
-    share = [r["worst_share"] for r in results]
-    distance = [r["distance"] for r in results]
+def figures_text(r: dict, prefix: str = "") -> str:
+    """One run's figures, those that its data set has."""
+    parts = []
+    if r.get(prefix + "modes") is not None:
+        parts += [
+            f"{r[prefix + 'modes']}/{r['n_modes']} modes",
+            f"{r[prefix + 'high_quality']:.1%} within 3 sigma",
+            f"KL {r[prefix + 'reverse_kl']:.4f}",
+            f"spread {r[prefix + 'spread']:.2f}",
+            f"share {r[prefix + 'worst_share']:.2f}",
+            f"lowest-weight mode share x{r[prefix + 'low_share']:.2f}",
+        ]
+    parts.append(f"distance {r[prefix + 'distance']:.2f}")
+    return ", ".join(parts)
+
+
+def summary(name: str, scale: float, results: list[dict]) -> str:
+    """One line: the range over the seeds, the runs that miss a target, the mean
+    wall times."""
+
+    def span(key: str, form: str) -> str:
+        values = [r[key] for r in results]
+        return f"{min(values):{form}}-{max(values):{form}}"
+
     missed = sum(bool(r["misses"]) for r in results)
+    parts = []
+    if results[0].get("modes") is not None:
+        parts += [
+            f"modes {min(r['modes'] for r in results)}/{results[0]['n_modes']} (worst)",
+            f"within 3 sigma {span('high_quality', '.1%')}",
+            f"KL {max(r['reverse_kl'] for r in results):.4f} (worst)",
+            f"spread {span('spread', '.2f')}",
+            f"share {max(r['worst_share'] for r in results):.2f} (worst)",
+        ]
+    parts.append(f"distance {span('distance', '.2f')}")
     return (
-        f"{mixture:4s} x{scale:<4g} mean {np.mean(modes):5.2f}/{results[0]['n_modes']} "
-        f"modes, {np.mean(high):6.1%} within 3 sigma, KL {np.mean(kl):.4f}, spread "
-        f"{np.mean(spread):.2f}, distance {np.median(distance):.2f} (median) | "
-        f"worst {min(modes)}/{results[0]['n_modes']}, {min(high):6.1%}-"
-        f"{max(high):6.1%}, KL {max(kl):.4f}, spread {min(spread):.2f}-"
-        f"{max(spread):.2f}, share {max(share):.2f}, distance {max(distance):.2f} | "
-        f"{missed} of {len(results)} runs miss a target | "
-        f"fit {np.mean([r['fit_s'] for r in results]):.1f} s, run "
+        f"{name:7s} x{scale:<4g} {', '.join(parts)} | {missed} of {len(results)} "
+        f"runs miss a target | fit {np.mean([r['fit_s'] for r in results]):.1f} s "
+        f"({max(r['fit_cpu_s'] for r in results):.0f} s CPU max), run "
         f"{np.mean([r['run_s'] for r in results]):.1f} s (max "
         f"{max(r['run_s'] for r in results):.1f} s), {len(results)} seeds"
     )
@@ -189,10 +324,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--mixture",
-        choices=["ring", "grid", "both", "cube"],
+        choices=["ring", "grid", "both", "cube", "held-out", *HELD_OUT],
         default="both",
         help="both: ring and grid; cube: 27 Gaussians in 3-D, where even exact "
-        "samples fall within 3 sigma only 97%% of the time",
+        "samples fall within 3 sigma only 97%% of the time; held-out: the data "
+        "sets nothing was tuned on (unequal, moons, spiral, mix5d, mix10d)",
     )
     parser.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 10.0])
     parser.add_argument(
@@ -218,6 +354,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--batch", type=int)
     group.add_argument("--gp", type=float)
     group.add_argument("--lr", type=float)
+    group.add_argument("--energy-weight", type=float)
+    group.add_argument("--energy-exponent", type=float)
     parser.add_argument(
         "--reweight",
         action="store_true",
@@ -237,33 +375,31 @@ def main(argv: list[str] | None = None) -> None:
     if keras.backend.backend() == "torch":
         args.spe = 1  # Keras's torch trainer runs one step per call
     print(f"{settings_from(args)}, backend {keras.backend.backend()}", flush=True)
-    names = ["ring", "grid"] if args.mixture == "both" else [args.mixture]
+    names = {"both": ["ring", "grid"], "held-out": list(HELD_OUT)}.get(
+        args.mixture, [args.mixture]
+    )
+    if args.mixture not in ("ring", "grid", "both"):
+        args.scales = [1.0]  # the scales are PacGAN's
     lines = []
-    for mixture in names:
+    for name in names:
         for scale in args.scales:
             results = []
             for seed in args.seeds:
-                r = train_and_score(mixture, scale, seed, args)
+                r = train_and_score(name, scale, seed, args)
                 results.append(r)
                 line = (
-                    f"{mixture} x{scale:g} seed {seed}: {r['modes']}/{r['n_modes']} "
-                    f"modes, {r['high_quality']:.1%} within 3 sigma, KL "
-                    f"{r['reverse_kl']:.4f}, spread {r['spread']:.2f}, share "
-                    f"{r['worst_share']:.2f}, distance {r['distance']:.2f}, misses "
+                    f"{name} x{scale:g} seed {seed}: {figures_text(r)}, misses "
                     f"{r['misses'] or 'none'}; fit {r['fit_s']:.1f} s "
                     f"({r['fit_cpu_s']:.0f} s CPU), run {r['run_s']:.1f} s"
                 )
                 if args.reweight:
                     line += (
                         f" | after reweight_mixture ({r['reweight_s']:.1f} s): "
-                        f"{r['reweighted_modes']}, {r['reweighted_high_quality']:.1%}, "
-                        f"KL {r['reweighted_reverse_kl']:.4f}, spread "
-                        f"{r['reweighted_spread']:.2f}, share "
-                        f"{r['reweighted_worst_share']:.2f}, distance "
-                        f"{r['reweighted_distance']:.2f}"
+                        f"{figures_text(r, 'reweighted_')}, misses "
+                        f"{r['reweighted_misses'] or 'none'}"
                     )
                 print(line, flush=True)
-            lines.append(summary(mixture, scale, results))
+            lines.append(summary(name, scale, results))
             print(lines[-1], flush=True)
     print("\n".join(["", "Summary:", *lines]))
 

@@ -60,6 +60,9 @@ class Arguments(NamedTuple):
     gradient_penalty: float | None
     clip_value: float | None
     seed: int | None
+    energy_weight: float
+    energy_exponent: float
+    energy_unit: float
 
 
 def arguments(
@@ -68,14 +71,35 @@ def arguments(
     gradient_penalty: Any,
     clip_value: Any,
     seed: Any,
+    energy: tuple[Any, Any, Any] = (0.0, 1.0, 1.0),
 ) -> Arguments:
-    """Checks the WGAN's scalar arguments, in this order; returns them checked."""
+    """Checks the WGAN's scalar arguments, in this order; returns them checked.
+    `energy` is `(energy_weight, energy_exponent, energy_unit)`."""
     latent_dim = integer("latent_dim", latent_dim)
     n_critic = integer("n_critic", n_critic)
     gradient_penalty, clip_value = regulariser(gradient_penalty, clip_value)
     if seed is not None:
         seed = integer("seed", seed, 0)
-    return Arguments(latent_dim, n_critic, gradient_penalty, clip_value, seed)
+    weight, exponent, unit = energy
+    if weight != 0:
+        weight = check_positive_number("energy_weight", weight, allowed=" or 0")
+    exponent = check_positive_number("energy_exponent", exponent)
+    if exponent >= 2:
+        raise ValueError(
+            "`energy_exponent` must be in (0, 2), where the energy distance is a "
+            f"distance between distributions; received {exponent!r}."
+        )
+    unit = check_positive_number("energy_unit", unit)
+    return Arguments(
+        latent_dim,
+        n_critic,
+        gradient_penalty,
+        clip_value,
+        seed,
+        float(weight),
+        exponent,
+        unit,
+    )
 
 
 def uses_float16(layer: keras.Layer) -> bool:

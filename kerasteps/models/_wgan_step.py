@@ -81,6 +81,55 @@ def scores(output: Any) -> Any:
     return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")
 
 
+def generator_loss(model: Any, fake_scores: Any, fake: Any, real: Any) -> tuple:
+    """The generator's loss, `-E[D(fake)]` plus the weighted energy term of a
+    model with `energy_weight > 0`, and that term's unweighted value (else None).
+
+    `real` is the first critic batch of real examples."""
+    loss = -keras.ops.mean(fake_scores)
+    if not model.energy_weight:
+        return loss, None
+    energy = energy_distance(
+        fake, keras.ops.cast(real, fake.dtype), model.energy_exponent, model.energy_unit
+    )
+    return loss + model.energy_weight * energy, energy
+
+
 def mean_of(values: list[Any]) -> Any:
     """The mean of a list of scalars."""
     return keras.ops.mean(keras.ops.stack(values))
+
+
+def energy_distance(x: Any, y: Any, exponent: float = 1.0, unit: float = 1.0) -> Any:
+    """The energy distance between two batches, its unbiased (U-statistic) estimate.
+
+    `2 E|x - y|^b - E|x - x'|^b - E|y - y'|^b` over distinct pairs, with distances
+    in units of `unit` and `b = exponent` in (0, 2) (Szekely and Rizzo's family;
+    1 is the energy distance itself), times `unit`; samples flattened, in float32.
+    It is 0 in expectation for two batches of one distribution and positive
+    otherwise; an estimate can be slightly negative.
+    """
+    x = keras.ops.cast(keras.ops.reshape(x, (keras.ops.shape(x)[0], -1)), "float32")
+    y = keras.ops.cast(keras.ops.reshape(y, (keras.ops.shape(y)[0], -1)), "float32")
+    x, y = x / unit, y / unit
+
+    def mean_distance(a: Any, b: Any, distinct: bool) -> Any:
+        squared = (
+            keras.ops.sum(a * a, axis=1)[:, None]
+            + keras.ops.sum(b * b, axis=1)[None, :]
+            - 2.0 * keras.ops.matmul(a, keras.ops.transpose(b))
+        )
+        # Safe at 0, where the gradient of the root is not finite.
+        distance = keras.ops.sqrt(keras.ops.maximum(squared, 0.0) + GP_NORM_EPSILON)
+        if exponent != 1.0:
+            distance = keras.ops.power(distance, exponent)
+        n = keras.ops.cast(keras.ops.shape(a)[0], "float32")
+        m = keras.ops.cast(keras.ops.shape(b)[0], "float32")
+        if not distinct:
+            return keras.ops.sum(distance) / (n * m)
+        # The diagonal holds sqrt(1e-12) ** exponent, not 0: take it out.
+        diagonal = keras.ops.sum(keras.ops.diagonal(distance))
+        return (keras.ops.sum(distance) - diagonal) / (n * (n - 1.0))
+
+    within = mean_distance(x, x, True) + mean_distance(y, y, True)
+    return unit * (2.0 * mean_distance(x, y, False) - within)

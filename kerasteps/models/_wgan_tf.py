@@ -16,6 +16,7 @@ import tensorflow as tf
 from kerasteps.models import _wgan_checks as checks
 from kerasteps.models._wgan_step import (
     CriticResult,
+    generator_loss,
     penalty_terms,
     real_examples,
     scores,
@@ -109,18 +110,19 @@ class TensorFlowSteps:
         wasserstein = tf.reduce_mean(d_real) - tf.reduce_mean(d_fake)
         return CriticResult(d_loss, wasserstein, penalty, applied)
 
-    def _generator_update(self, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """One generator update; returns (g_loss, 1 if applied else 0)."""
+    def _generator_update(self, batch: tf.Tensor, real: tf.Tensor) -> tuple:
+        """One generator update (`real`: the first critic batch, for the energy
+        term); returns (g_loss, the energy term or None, 1 if applied else 0)."""
         z = self._latent(batch)
         variables = self.generator.trainable_variables
         with tf.GradientTape() as tape:
             fake = self.generator(z, training=True)
-            g_loss = -tf.reduce_mean(self._critic(fake))
+            g_loss, energy = generator_loss(self, self._critic(fake), fake, real)
             scaled_loss = g_loss * self._replica_scale()
             if isinstance(self.g_optimizer, keras.optimizers.LossScaleOptimizer):
                 scaled_loss = self.g_optimizer.scale_loss(scaled_loss)
         applied = self._apply(self.g_optimizer, tape, scaled_loss, variables)
-        return g_loss, applied
+        return g_loss, energy, applied
 
     def train_step(self, data: Any) -> dict[str, Any]:
         """`n_critic` critic updates on fresh real batches, then one generator
@@ -140,11 +142,13 @@ class TensorFlowSteps:
         # Count applied updates only: a LossScaleOptimizer skips an update with
         # non-finite gradients without increasing its iterations.
         self.d_step.assign_add(tf.add_n([r.applied for r in results]))
-        g_loss, g_applied = self._generator_update(batch)
+        g_loss, energy, g_applied = self._generator_update(batch, real[:, 0])
         self.g_step.assign_add(g_applied)
-        return self._track(results, g_loss)
+        return self._track(results, g_loss, energy)
 
-    def _track(self, results: list[CriticResult], g_loss: Any) -> dict[str, Any]:
+    def _track(
+        self, results: list[CriticResult], g_loss: Any, energy: Any
+    ) -> dict[str, Any]:
         # Every train_step has n_critic critic updates, so updating the mean
         # trackers once with the mean over them equals updating them n times.
         self.d_loss_tracker.update_state(tf.reduce_mean([r.d_loss for r in results]))
@@ -154,6 +158,8 @@ class TensorFlowSteps:
         if self.gp_tracker is not None:
             self.gp_tracker.update_state(tf.reduce_mean([r.penalty for r in results]))
         self.g_loss_tracker.update_state(g_loss)
+        if self.energy_tracker is not None:
+            self.energy_tracker.update_state(energy)
         logs = {m.name: m.result() for m in self.metrics}
         logs["d_step"] = tf.identity(self.d_step)
         logs["g_step"] = tf.identity(self.g_step)

@@ -33,6 +33,10 @@ class PointSettings(NamedTuple):
         final_learning_rate: Reached linearly at `steps`. Default 1e-5.
         steps: Generator steps of a run, and of the learning-rate schedule.
             Default 10000.
+        energy_weight: Weight of the energy distance between generated and real
+            batches in the generator's loss (`WGAN`'s "Energy term"; 0 for none).
+            Default 1.0.
+        energy_exponent: Its exponent of the distances, in (0, 2). Default 0.75.
 
     Example:
 
@@ -50,3 +54,5 @@ class PointSettings(NamedTuple):
     learning_rate: float = 2e-3
     final_learning_rate: float = 1e-5
     steps: int = 10000
+    energy_weight: float = 1.0
+    energy_exponent: float = 0.75

@@ -259,7 +259,7 @@ class Training(NamedTuple):
     steps: int
     batch_size: int
     kind: str  # e.g. "WGAN-GP (gradient penalty 10)"
-    reweight: bool = False  # reweight the mixture by the data after training
+    reweight: bool = False  # --reweight: reweight_mixture after training
 
 
 def uses_point_settings(x: np.ndarray, variant: str) -> bool:
@@ -299,6 +299,16 @@ def choose_settings(x: np.ndarray, variant: str, options: Options) -> Settings:
     return chosen
 
 
+def check_reweight(reweight: bool, x: np.ndarray, variant: str) -> None:
+    """Refuses --reweight where there is no mixture latent to reweight."""
+    if reweight and not uses_point_settings(x, variant):
+        raise click.BadParameter(
+            "is for WGAN-GP on points (--variant gp, data of shape (N, d)), whose "
+            "generator has a mixture latent.",
+            param_hint="'--reweight'",
+        )
+
+
 def check_variant(variant: str, gradient_penalty: float | None) -> None:
     """Refuses a penalty weight for the clipping variant, which has no penalty."""
     if variant == "clip" and gradient_penalty is not None:
@@ -314,6 +324,7 @@ def make_training(
     options: Options,
     base_filters: int,
     seed: int,
+    reweight: bool = False,
 ) -> Training:
     """The compiled WGAN for `x`, with its number of steps and batch size (`main`
     sets its steps per call, `steps_per_call`, once the run's start is known)."""
@@ -329,7 +340,7 @@ def make_training(
             f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
             f"standardized units, mixture latent of {len(latent.centres)} components)"
         )
-        return Training(model, settings.steps, settings.batch_size, kind, True)
+        return Training(model, settings.steps, settings.batch_size, kind, reweight)
     settings = choose_settings(x, variant, options)
     n_critic = options.n_critic or N_CRITIC
     check_one_step(x, n_critic, settings.batch_size)
@@ -418,17 +429,27 @@ def coverage_values(model: WGAN, *, data: Data, seed: int) -> dict[str, float]:
     }
 
 
-def print_coverage(model: WGAN, data: Data, seed: int) -> None:
-    """Prints the mode coverage of 10,000 samples of the trained generator."""
-    from kerasteps import mixtures
+#: Samples the final figures are of: PacGAN's count (its `num_log_figure_sample`).
+FINAL_SAMPLES = 2500
 
-    coverage = mixtures.mode_coverage(
-        model.generate(10_000, seed=seed), data.centres, data.mode_std
+
+def print_quality(model: WGAN, data: Data, seed: int, what: str) -> None:
+    """Prints the two-sided figures of 2500 samples of `model` against exact ones."""
+    from kerasteps.sample_quality import GaussianMixture, sample_quality
+
+    mixture = GaussianMixture(data.centres.astype("float64"), float(data.mode_std))
+    quality = sample_quality(
+        model.generate(FINAL_SAMPLES, seed=seed), mixture.sample, mixture=mixture
     )
+    missed = "; ".join(quality.misses()) or "none"
     click.echo(
-        f"Mode coverage of 10000 samples: {coverage.modes_captured}/"
-        f"{coverage.n_modes} modes, {coverage.high_quality:.1%} within 3 sigma, "
-        f"reverse KL {format_value(coverage.reverse_kl)}."
+        f"{what}, {FINAL_SAMPLES} samples: {quality.modes_captured}/"
+        f"{quality.n_modes} modes, {quality.within_3_sigma:.1%} within 3 sigma, "
+        f"reverse KL {format_value(quality.reverse_kl)}, spread "
+        f"{quality.spread:.2f}, worst mode share {quality.worst_mode_share:.2f}, "
+        f"distance ratio {quality.distance_ratio:.2f} (exact samples: 98.9% within "
+        f"3 sigma, spread, share and distance ratio about 1). Targets missed: "
+        f"{missed}."
     )
 
 
@@ -452,20 +473,17 @@ def print_coverage(model: WGAN, data: Data, seed: int) -> None:
 # (`steps_per_call`): fewer calls cost less (a point WGAN takes 4-8 % less CPU time
 # with 50 than with 10), and no call runs past --steps.
 #
-# After the last step, a point WGAN's mixture is reweighted by the data
-# (`reweight_mixture`): the generator cannot change how often each of its noise
-# components is drawn, so a mode that received more components than another would be
-# drawn more often, and a component left between modes would draw points there. Each
-# component is now drawn in proportion to the share of the training points nearest to
-# where it goes, times its support: the fraction of what it draws where the data is
-# dense (within the data's 99 % density level, measured by nearest neighbours). So a
-# component stretched across two modes, or wider than its mode, draws less between
-# them. Where the data is dense but the reweighted generator draws almost nothing (a
-# mode whose components all left it during training), an unused component moves to
-# the latent region that the generator maps onto that mode, narrowed to fit inside
-# it. The networks do not change; the final coverage, `model.keras` and
-# `samples.png` are those of the reweighted model (the checkpoints, written during
-# training, are not).
+# The figures printed at the end are the generator's own (`print_quality`). With
+# --reweight, `reweight_mixture` post-processes a point WGAN's mixture after the last
+# step, and its figures are printed after the generator's. It draws each noise
+# component in proportion to the share of the training points nearest to where the
+# generator sends it, times the fraction of what it draws where the data is dense
+# (within the data's 99 % density level), and moves an unused component onto a
+# dense region that draws nothing. What that does to the distribution: fewer points
+# between modes, but narrower modes (its cut is near 3 sigma, the very threshold
+# that "within 3 sigma" counts) and a low-weight, broad mode can lose its points.
+# The networks do not change; `model.keras` and `samples.png` are then those of the
+# reweighted model (the checkpoints, written during training, are not).
 
 
 def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]:
@@ -527,12 +545,16 @@ def real_batches(
     return skip_consumed(dataset, start)
 
 
-def finish(training: Training, x: np.ndarray) -> None:
-    """Reweights a point WGAN's mixture by the data, once training is over."""
+def finish(training: Training, data: Data, seed: int) -> None:
+    """With --reweight, reweights a point WGAN's mixture by the data once training
+    is over, and prints the figures after it beside the generator's own."""
     from kerasteps.models import reweight_mixture
 
-    if training.reweight:
-        reweight_mixture(training.model, x)
+    if not training.reweight:
+        return
+    reweight_mixture(training.model, data.x)
+    if data.centres is not None:
+        print_quality(training.model, data, seed, "After reweight_mixture")
 
 
 def describe(training: Training, data: str, start: int) -> str:
@@ -599,14 +621,14 @@ def image_grid(images: np.ndarray) -> np.ndarray:
 
 
 def print_results(model: WGAN, data: Data, seed: int) -> None:
-    """Prints both counters and, on a mixture, the mode coverage at the end."""
+    """Prints both counters and, on a mixture, the generator's own figures."""
     counters = kerasteps.step_counters(model)
     click.echo(
         f"Trained to g_step {counters['g_step']} with d_step {counters['d_step']} "
         f"({model.n_critic} critic updates per generator update)."
     )
     if data.centres is not None:
-        print_coverage(model, data, seed)
+        print_quality(model, data, seed, "The generator alone")
 
 
 def save_results(model: WGAN, folder: str, x: np.ndarray, seed: int) -> None:
@@ -716,6 +738,13 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "replaces the start), gp on images 2e-4, clip 5e-5].",
 )
 @click.option(
+    "--reweight",
+    is_flag=True,
+    help="WGAN-GP on points: after training, reweight the latent mixture by the "
+    "data (reweight_mixture). Post-processing: it narrows the samples and can drop "
+    "a low-weight mode; its figures are printed after the generator's own.",
+)
+@click.option(
     "--steps-per-execution",
     type=click.IntRange(min=1),
     default=None,
@@ -735,6 +764,7 @@ def main(
     base_filters,
     gradient_penalty,
     lr,
+    reweight,
     steps_per_execution,
 ):
     """Train a WGAN: n_critic critic steps per generator step, d_step and g_step."""
@@ -745,7 +775,8 @@ def main(
     keras.utils.set_random_seed(seed)
     points = load_data(data, seed)
     options = Options(steps, n_critic, batch_size, gradient_penalty, lr)
-    training = make_training(points.x, variant, options, base_filters, seed)
+    check_reweight(reweight, points.x, variant)
+    training = make_training(points.x, variant, options, base_filters, seed, reweight)
     model, steps = training.model, training.steps
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
     run = start_run(model, log_dir, steps, resume)
@@ -765,8 +796,8 @@ def main(
         shuffle=False,  # the batches are shuffled (with the seed) already
         callbacks=callbacks,
     )
-    finish(training, points.x)
     print_results(model, points, seed)
+    finish(training, points, seed)
     save_results(model, run.folder, points.x, seed)
     print_log_hint(run.folder)
 

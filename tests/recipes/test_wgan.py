@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import kerasteps
 from kerasteps.cli import main
-from kerasteps.mixtures import mode_coverage, pacgan_mixture
+from kerasteps.sample_quality import GaussianMixture, sample_quality
 from tests.helpers import read_jsonl, read_scalar_steps
 from tests.helpers import run_recipe as run
 
@@ -133,14 +133,25 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
-    # The coverage printed is that of the saved model: measured again here.
+    # The figures printed are those of the saved model, the generator alone (no
+    # --reweight): measured again here.
     model = kerasteps.load_model(folder / "model.keras")
-    _, centres, std = pacgan_mixture("ring", 1)
-    coverage = mode_coverage(model.generate(10_000, seed=0), centres, std)
+    ring = GaussianMixture.ring()
+    quality = sample_quality(model.generate(2500, seed=0), ring.sample, mixture=ring)
     assert (
-        f"Mode coverage of 10000 samples: {coverage.modes_captured}/8 modes, "
-        f"{coverage.high_quality:.1%} within 3 sigma, reverse KL " in result.output
+        f"The generator alone, 2500 samples: {quality.modes_captured}/8 modes, "
+        f"{quality.within_3_sigma:.1%} within 3 sigma, reverse KL " in result.output
     )
+    assert (
+        f"spread {quality.spread:.2f}, worst mode share "
+        f"{quality.worst_mode_share:.2f}, distance ratio "
+        f"{quality.distance_ratio:.2f} (exact samples: 98.9% within 3 sigma"
+        in result.output
+    )
+    assert f"Targets missed: {'; '.join(quality.misses()) or 'none'}." in (
+        result.output
+    )
+    assert "reweight_mixture" not in result.output
     # What a user wants at the end: the model, loadable with kerasteps.load_model
     # in a fresh process (no kerasteps.models import), and the samples' picture.
     assert f"Model: {folder}/model.keras; samples: {folder}/samples.png" in (
@@ -286,4 +297,15 @@ def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):
     )
     assert result.exit_code == 2
     assert "'--gradient-penalty': is for --variant gp" in result.output
+    assert not log_dir.exists()
+
+
+@pytest.mark.parametrize("options", [["--variant", "clip"], ["--data", "images"]])
+def test_wgan_recipe_refuses_reweight_without_a_mixture_latent(tmp_path, options):
+    log_dir = tmp_path / "w"
+    result = CliRunner().invoke(
+        main, ["run", "wgan", "--reweight", *options, "--log-dir", str(log_dir)]
+    )
+    assert result.exit_code == 2
+    assert "'--reweight': is for WGAN-GP on points" in result.output
     assert not log_dir.exists()

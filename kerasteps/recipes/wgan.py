@@ -259,7 +259,6 @@ class Training(NamedTuple):
     steps: int
     batch_size: int
     kind: str  # e.g. "WGAN-GP (gradient penalty 10)"
-    reweight: bool = False  # --reweight: reweight_mixture after training
 
 
 def uses_point_settings(x: np.ndarray, variant: str) -> bool:
@@ -299,16 +298,6 @@ def choose_settings(x: np.ndarray, variant: str, options: Options) -> Settings:
     return chosen
 
 
-def check_reweight(reweight: bool, x: np.ndarray, variant: str) -> None:
-    """Refuses --reweight where there is no mixture latent to reweight."""
-    if reweight and not uses_point_settings(x, variant):
-        raise click.BadParameter(
-            "is for WGAN-GP on points (--variant gp, data of shape (N, d)), whose "
-            "generator has a mixture latent.",
-            param_hint="'--reweight'",
-        )
-
-
 def check_variant(variant: str, gradient_penalty: float | None) -> None:
     """Refuses a penalty weight for the clipping variant, which has no penalty."""
     if variant == "clip" and gradient_penalty is not None:
@@ -324,7 +313,6 @@ def make_training(
     options: Options,
     base_filters: int,
     seed: int,
-    reweight: bool = False,
 ) -> Training:
     """The compiled WGAN for `x`, with its number of steps and batch size (`main`
     sets its steps per call, `steps_per_call`, once the run's start is known)."""
@@ -340,7 +328,7 @@ def make_training(
             f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
             f"standardized units, mixture latent of {len(latent.centres)} components)"
         )
-        return Training(model, settings.steps, settings.batch_size, kind, reweight)
+        return Training(model, settings.steps, settings.batch_size, kind)
     settings = choose_settings(x, variant, options)
     n_critic = options.n_critic or N_CRITIC
     check_one_step(x, n_critic, settings.batch_size)
@@ -473,17 +461,9 @@ def print_quality(model: WGAN, data: Data, seed: int, what: str) -> None:
 # (`steps_per_call`): fewer calls cost less (a point WGAN takes 4-8 % less CPU time
 # with 50 than with 10), and no call runs past --steps.
 #
-# The figures printed at the end are the generator's own (`print_quality`). With
-# --reweight, `reweight_mixture` post-processes a point WGAN's mixture after the last
-# step, and its figures are printed after the generator's. It draws each noise
-# component in proportion to the share of the training points nearest to where the
-# generator sends it, times the fraction of what it draws where the data is dense
-# (within the data's 99 % density level), and moves an unused component onto a
-# dense region that draws nothing. What that does to the distribution: fewer points
-# between modes, but narrower modes (its cut is near 3 sigma, the very threshold
-# that "within 3 sigma" counts) and a low-weight, broad mode can lose its points.
-# The networks do not change; `model.keras` and `samples.png` are then those of the
-# reweighted model (the checkpoints, written during training, are not).
+# The figures printed at the end are the generator's own (`print_quality`): nothing
+# post-processes the trained model, so `model.keras`, `samples.png` and the figures
+# are of the same generator.
 
 
 def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]:
@@ -543,18 +523,6 @@ def real_batches(
         x, batch_size, n_critic=n_critic, seed=seed, repeat=True
     )
     return skip_consumed(dataset, start)
-
-
-def finish(training: Training, data: Data, seed: int) -> None:
-    """With --reweight, reweights a point WGAN's mixture by the data once training
-    is over, and prints the figures after it beside the generator's own."""
-    from kerasteps.models import reweight_mixture
-
-    if not training.reweight:
-        return
-    reweight_mixture(training.model, data.x)
-    if data.centres is not None:
-        print_quality(training.model, data, seed, "After reweight_mixture")
 
 
 def describe(training: Training, data: str, start: int) -> str:
@@ -738,13 +706,6 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "replaces the start), gp on images 2e-4, clip 5e-5].",
 )
 @click.option(
-    "--reweight",
-    is_flag=True,
-    help="WGAN-GP on points: after training, reweight the latent mixture by the "
-    "data (reweight_mixture). Post-processing: it narrows the samples and can drop "
-    "a low-weight mode; its figures are printed after the generator's own.",
-)
-@click.option(
     "--steps-per-execution",
     type=click.IntRange(min=1),
     default=None,
@@ -764,7 +725,6 @@ def main(
     base_filters,
     gradient_penalty,
     lr,
-    reweight,
     steps_per_execution,
 ):
     """Train a WGAN: n_critic critic steps per generator step, d_step and g_step."""
@@ -775,8 +735,7 @@ def main(
     keras.utils.set_random_seed(seed)
     points = load_data(data, seed)
     options = Options(steps, n_critic, batch_size, gradient_penalty, lr)
-    check_reweight(reweight, points.x, variant)
-    training = make_training(points.x, variant, options, base_filters, seed, reweight)
+    training = make_training(points.x, variant, options, base_filters, seed)
     model, steps = training.model, training.steps
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
     run = start_run(model, log_dir, steps, resume)
@@ -797,7 +756,6 @@ def main(
         callbacks=callbacks,
     )
     print_results(model, points, seed)
-    finish(training, points, seed)
     save_results(model, run.folder, points.x, seed)
     print_log_hint(run.folder)
 

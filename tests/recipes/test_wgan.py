@@ -133,8 +133,8 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
-    # The figures printed are those of the saved model, the generator alone (no
-    # --reweight): measured again here.
+    # The figures printed are those of the saved model, the generator alone:
+    # measured again here.
     model = kerasteps.load_model(folder / "model.keras")
     ring = GaussianMixture.ring()
     quality = sample_quality(model.generate(2500, seed=0), ring.sample, mixture=ring)
@@ -151,7 +151,6 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     assert f"Targets missed: {'; '.join(quality.misses()) or 'none'}." in (
         result.output
     )
-    assert "reweight_mixture" not in result.output
     # What a user wants at the end: the model, loadable with kerasteps.load_model
     # in a fresh process (no kerasteps.models import), and the samples' picture.
     assert f"Model: {folder}/model.keras; samples: {folder}/samples.png" in (
@@ -297,15 +296,4 @@ def test_wgan_recipe_refuses_a_gradient_penalty_with_clipping(tmp_path):
     )
     assert result.exit_code == 2
     assert "'--gradient-penalty': is for --variant gp" in result.output
-    assert not log_dir.exists()
-
-
-@pytest.mark.parametrize("options", [["--variant", "clip"], ["--data", "images"]])
-def test_wgan_recipe_refuses_reweight_without_a_mixture_latent(tmp_path, options):
-    log_dir = tmp_path / "w"
-    result = CliRunner().invoke(
-        main, ["run", "wgan", "--reweight", *options, "--log-dir", str(log_dir)]
-    )
-    assert result.exit_code == 2
-    assert "'--reweight': is for WGAN-GP on points" in result.output
     assert not log_dir.exists()

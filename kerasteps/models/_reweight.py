@@ -42,7 +42,7 @@ def reweight_mixture(
     the threshold that "within 3 sigma" counts, and a low-weight, broad mode can
     lose its points. On the held-out data of `benchmarks/wgan_quality.py` it
     lowered the energy-distance ratio but narrowed every mixture (spread 0.81-0.87
-    from 0.91-1.00 in 5-D and 10-D) and drew 71-75 % of 10-D samples within 3 sigma
+    from 0.90-1.00 in 5-D and 10-D) and drew 71-75 % of 10-D samples within 3 sigma
     where exact samples give 49 % (docs/benchmarks.md). Calling it warns
     `DeprecationWarning`.
 

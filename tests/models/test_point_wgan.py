@@ -299,6 +299,7 @@ def short_ring_misses(quality):
     return missed + (["modes"] if quality.modes_captured < 8 else [])
 
 
+@pytest.mark.tensorflow_only("NumPy only: no backend plays a part")
 def test_short_ring_bounds_fail_the_controls_and_pass_exact_samples():
     """The bounds reject samples clipped at 2.5 sigma, shrunk to half the spread,
     or without one mode, and accept exact samples."""

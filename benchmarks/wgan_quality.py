@@ -225,6 +225,7 @@ def training_points(case: Case, scale: float, seed: int) -> np.ndarray:
 def score(samples: np.ndarray, case: Case) -> dict:
     """PacGAN's figures where it applies, `kerasteps.sample_quality`'s, and the
     targets missed."""
+    from kerasteps import mixtures
     from kerasteps.sample_quality import sample_quality
 
     quality = sample_quality(samples, case.sample, mixture=case.mixture)
@@ -237,10 +238,8 @@ def score(samples: np.ndarray, case: Case) -> dict:
     if case.mixture is not None:
         mixture = case.mixture
         figures.update(pacgan_coverage(samples, mixture.centres, mixture.std))
-        nearest = np.argmin(
-            ((samples[:, None, :] - mixture.centres[None]) ** 2).sum(-1), axis=1
-        )
         if mixture.weights is not None:  # the lowest-weight mode's share, over its own
+            nearest, _ = mixtures.nearest_modes(samples, mixture.centres)
             low = int(np.argmin(mixture.shares))
             share = np.mean(nearest == low) / mixture.shares[low]
             figures["low_share"] = float(share)

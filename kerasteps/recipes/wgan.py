@@ -421,8 +421,9 @@ def coverage_values(model: WGAN, *, data: Data, seed: int) -> dict[str, float]:
 FINAL_SAMPLES = 2500
 
 
-def print_quality(model: WGAN, data: Data, seed: int, what: str) -> None:
-    """Prints the two-sided figures of 2500 samples of `model` against exact ones."""
+def print_quality(model: WGAN, data: Data, seed: int) -> None:
+    """Prints the two-sided figures of 2500 samples of the generator alone against
+    exact ones."""
     from kerasteps.sample_quality import GaussianMixture, sample_quality
 
     mixture = GaussianMixture(data.centres.astype("float64"), float(data.mode_std))
@@ -431,7 +432,7 @@ def print_quality(model: WGAN, data: Data, seed: int, what: str) -> None:
     )
     missed = "; ".join(quality.misses()) or "none"
     click.echo(
-        f"{what}, {FINAL_SAMPLES} samples: {quality.modes_captured}/"
+        f"The generator alone, {FINAL_SAMPLES} samples: {quality.modes_captured}/"
         f"{quality.n_modes} modes, {quality.within_3_sigma:.1%} within 3 sigma, "
         f"reverse KL {format_value(quality.reverse_kl)}, spread "
         f"{quality.spread:.2f}, worst mode share {quality.worst_mode_share:.2f}, "
@@ -596,7 +597,7 @@ def print_results(model: WGAN, data: Data, seed: int) -> None:
         f"({model.n_critic} critic updates per generator update)."
     )
     if data.centres is not None:
-        print_quality(model, data, seed, "The generator alone")
+        print_quality(model, data, seed)
 
 
 def save_results(model: WGAN, folder: str, x: np.ndarray, seed: int) -> None:

@@ -298,6 +298,12 @@ class RunHub:
         #: carried by the checkpoint it resumes from or the model's previous `fit()`
         #: (also one that raised), else new.
         self.run_id = carried_id or _sinks.new_run_id()
+        #: What the run is known as elsewhere (`StepRun.links`), carried with its id.
+        self.links: dict[str, str] = {}
+        if carried_id is not None and resume is not None and resume.run_id:
+            self.links = dict(resume.links)
+        elif carried_id is not None and previous is not None:
+            self.links = dict(previous.links)
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or self.start_step == 0
@@ -665,7 +671,9 @@ class RunHub:
             if final > self.start_step:
                 self._dispatch(final, final, self.last_logs, False, final=True)
             carry = self.carry() if final > self.start_step else {}
-            ResumeState(final, carry, self.run_id).attach(self.model)
+            ResumeState(final, carry, self.run_id, links=dict(self.links)).attach(
+                self.model
+            )
             self._close()
 
     def abort(self) -> None:

@@ -70,6 +70,15 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
         _drop(info, "windows", problem, "the first point of each sink is not exact")
         windows = {}
     run_id = meta.get("run_id")
+    links = meta.get("links", {})
+    if not _well_formed_links(links):
+        _drop(
+            info,
+            "links",
+            f"{links!r:.80} is not a {{name: id}} of strings",
+            "a run of another system, such as MLflow's, is not continued",
+        )
+        links = {}
     per_step = meta.get("examples_per_step")
     if per_step is not None and (type(per_step) is not int or per_step <= 0):
         _drop(
@@ -87,7 +96,16 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
         run_id=run_id if _sinks.is_run_id(run_id) else None,
         examples_per_step=per_step,
         source=info.path,
+        links=links,
     ).attach(model)
+
+
+def _well_formed_links(links: object) -> bool:
+    """`meta.json`'s `links`: a dict of short strings (`StepRun.links`)."""
+    return isinstance(links, dict) and all(
+        isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= 256
+        for k, v in links.items()
+    )
 
 
 def _drop(info: CheckpointInfo, field: str, problem: str, cost: str) -> None:
@@ -417,6 +435,8 @@ class StepCheckpoint(StepCallback):
         meta = {}
         if run is not None and run.model is model:
             meta["run_id"] = run.run_id
+            if run.links:
+                meta["links"] = dict(run.links)
         if (
             run is not None
             and run.model is model

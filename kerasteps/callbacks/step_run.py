@@ -38,6 +38,11 @@ class StepRun:
         run_known: False when the run continues a state whose run is unknown (a
             model loaded from a `.keras` file at a step > 0): sinks keep what they
             find.
+        links: `{name: id}`: what the run is known as elsewhere, carried with
+            `run_id` by every checkpoint (`meta.json`'s `links`) and from one
+            `fit()` to the next; a callback that creates the run in another system
+            records its id here (`MLflowLogger`: `"mlflow_run_id"`) to find it
+            again on resume. Ids are strings of at most 256 characters.
         thread: The id of the thread that runs `fit()`.
 
     Example:
@@ -65,6 +70,7 @@ class StepRun:
         self.is_chief: bool = dispatcher.is_chief
         self.run_id: str = dispatcher.run_id
         self.run_known: bool = dispatcher.run_known
+        self.links: dict[str, str] = dispatcher.links
         self.thread: int = dispatcher.thread
 
     @property
@@ -138,6 +144,7 @@ class StepRun:
             windows=self._dispatcher.carry(),
             run_id=self.run_id,
             examples_per_step=self._dispatcher.examples_per_step(),
+            links=dict(self.links),
         )
 
     def __repr__(self) -> str:

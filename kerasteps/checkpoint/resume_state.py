@@ -37,6 +37,8 @@ class ResumeState:
         examples_per_step: The examples per batch the state was trained with, or
             None when unknown.
         source: Where the state came from (a checkpoint's path), for messages.
+        links: `{name: id}`: what the run is known as elsewhere, e.g. the id of its
+            MLflow run (`MLflowLogger`), carried the same way as `run_id`.
 
     Example:
 
@@ -57,6 +59,7 @@ class ResumeState:
     run_id: str | None = None
     examples_per_step: int | None = None
     source: str | None = None
+    links: Mapping[str, str] = field(default_factory=dict)
 
     def attach(self, model: Any) -> None:
         """Hands this state to the model's next run (replacing any held before).

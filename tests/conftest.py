@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# MLflow's client sends usage telemetry to the internet unless told not to.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

@@ -24,7 +24,9 @@ TIMEOUT_S = 240
 MODELS = ("plain", "wgan")
 
 
-def start(mode: str, out: Path, env: dict | None = None) -> subprocess.Popen:
+def start(
+    mode: str, out: Path, env: dict | None = None, *extra: str
+) -> subprocess.Popen:
     """Trains both models (plain, WGAN) in `mode` in one subprocess."""
     return subprocess.Popen(
         [
@@ -36,6 +38,7 @@ def start(mode: str, out: Path, env: dict | None = None) -> subprocess.Popen:
             str(out),
             "--model",
             ",".join(MODELS),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -82,7 +85,8 @@ def runs(tmp_path_factory) -> Path:
         for index in range(2):
             config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
             env = {"TF_CONFIG": json.dumps(config)}
-            processes.append(start("multiworker", root, env=env))
+            mlflow = ("--mlflow", mlflow_uri(root))
+            processes.append(start("multiworker", root, env, *mlflow))
         for process in processes:
             finish(process)
     finally:
@@ -90,6 +94,11 @@ def runs(tmp_path_factory) -> Path:
             if process.poll() is None:
                 process.kill()
     return root
+
+
+def mlflow_uri(root: Path) -> str:
+    """Both workers log to one MLflow store (a SQLite file, no server)."""
+    return f"sqlite:///{root / 'mlflow.db'}"
 
 
 def files_under(path: Path) -> list[str]:
@@ -140,3 +149,14 @@ def test_multi_worker_only_the_chief_writes(runs, model):
     assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))
     index = json.loads((chief / "ckpt" / "checkpoint.json").read_text())
     assert [c["step"] for c in index["checkpoints"]] == [6, 12]
+    # One MLflow run, each step once: the worker logged nothing.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(mlflow_uri(runs))
+    (run,) = client.search_runs([client.get_experiment_by_name(model).experiment_id])
+    history = client.get_metric_history(run.info.run_id, tag)
+    assert [m.step for m in history] == [3, 6, 9, 12]
+    counter = "counters/step" if model == "plain" else "counters/d_step"
+    expected_counter = [3, 6, 9, 12] if model == "plain" else [6, 12, 18, 24]
+    points = client.get_metric_history(run.info.run_id, counter)
+    assert [m.value for m in sorted(points, key=lambda m: m.step)] == expected_counter

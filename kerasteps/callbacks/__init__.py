@@ -10,6 +10,7 @@ Example:
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.jsonlines_logger import JSONLinesLogger
 from kerasteps.callbacks.log_every import LogEvery
+from kerasteps.callbacks.mlflow_logger import MLflowLogger
 from kerasteps.callbacks.step_checkpoint import StepCheckpoint
 from kerasteps.callbacks.step_csv_logger import StepCSVLogger
 from kerasteps.callbacks.step_event import StepEvent
@@ -31,6 +32,7 @@ __all__ = [
     "StepTensorBoard",
     "JSONLinesLogger",
     "StepCSVLogger",
+    "MLflowLogger",
     "ValidateEvery",
     "StepCheckpoint",
     "StopAtStep",

@@ -78,13 +78,14 @@ def build(kind: str, steps: int):
     return data, model
 
 
-def train(kind: str, strategy, out: str, steps: int) -> None:
+def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None:
     import keras
 
     import kerasteps
     from kerasteps.callbacks import (
         JSONLinesLogger,
         LogEvery,
+        MLflowLogger,
         StepCheckpoint,
         StepTensorBoard,
         StopAtStep,
@@ -101,6 +102,8 @@ def train(kind: str, strategy, out: str, steps: int) -> None:
         StepCheckpoint(os.path.join(out, "ckpt"), every=6),
         StopAtStep(steps),
     ]
+    if mlflow:
+        callbacks.append(MLflowLogger(3, tracking_uri=mlflow, experiment=kind))
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
     weights = [np.asarray(w) for w in model.weights]
     result = {
@@ -120,6 +123,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--model", default="plain")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--mlflow", help="also log to this MLflow tracking URI")
     args = parser.parse_args()
 
     modes = args.mode.split(",")
@@ -139,7 +143,7 @@ def main() -> None:
             if task_index is not None:
                 out = os.path.join(out, f"worker{task_index}")
             os.makedirs(out, exist_ok=True)
-            train(kind, strategy, out, args.steps)
+            train(kind, strategy, out, args.steps, args.mlflow)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 import kerasteps  # noqa: E402
 from kerasteps.callbacks import (  # noqa: E402
     JSONLinesLogger,
+    MLflowLogger,
     StepCheckpoint,
     StepTensorBoard,
     StopAtStep,
@@ -77,6 +78,19 @@ class SlowDown(keras.callbacks.Callback):
         time.sleep(self.seconds)
 
 
+class HangAt(keras.callbacks.Callback):
+    """Stops making progress at a global step (after the sinks acted there), so that
+    a test can kill the run there."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if kerasteps.global_step(self.model) >= self.step:
+            time.sleep(600)
+
+
 def dump_state(model: keras.Model, path: str, step: int | None) -> None:
     """Saves the model's weights and optimizer variables as they are now."""
     arrays = {f"weight_{i}": v.numpy() for i, v in enumerate(model.weights)}
@@ -93,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--validate-every", type=int, default=10)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--hang-at", type=int, help="hang at this global step")
     parser.add_argument("--dump-restored", help="npz file for the restored state")
     parser.add_argument("--dump-final", help="npz file for the final state")
+    parser.add_argument("--mlflow", help="also log to this MLflow tracking URI")
+    parser.add_argument("--mlflow-run-name", help="the MLflow run's name")
     args = parser.parse_args(argv)
 
     checkpoints = os.path.join(args.workdir, "checkpoints")
@@ -120,8 +137,20 @@ def main(argv: list[str] | None = None) -> int:
         ValidateEvery(args.validate_every, (x_val, y_val)),
         stop,
     ]
+    if args.mlflow:
+        callbacks.append(
+            MLflowLogger(
+                every=args.log_every,
+                tracking_uri=args.mlflow,
+                experiment="resumable",
+                run_name=args.mlflow_run_name,
+                params={"max_steps": args.max_steps, "batch_size": BATCH_SIZE},
+            )
+        )
     if args.sleep > 0:
         callbacks.append(SlowDown(args.sleep))
+    if args.hang_at:
+        callbacks.append(HangAt(args.hang_at))
     model.fit(
         dataset,
         steps_per_epoch=STEPS_PER_EPOCH,

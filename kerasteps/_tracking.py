@@ -1,0 +1,277 @@
+"""What a sink that logs to a tracking server needs (private): the optional
+dependency's message, credentials kept out of messages, and `Sender`, the
+background thread that talks to the server so that training never waits on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import queue
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+logger = logging.getLogger("kerasteps")
+
+#: MLflow's limits per `log_batch` request.
+METRICS_PER_BATCH = 1000
+PARAMS_PER_BATCH = 100
+#: Longest param value MLflow stores.
+PARAM_LENGTH = 6000
+#: Seconds between tries of a failed request: doubles from the first to the last.
+RETRY_FIRST_S, RETRY_LAST_S = 0.5, 8.0
+#: Failed tries of one request before the WARNING.
+TRIES_BEFORE_WARNING = 3
+#: Seconds the sender gathers points into one request before it sends them (the
+#: run's end sends at once): one request per 2 s, not one per point.
+GATHER_S = 2.0
+
+
+def require_mlflow(user: str) -> None:
+    """Raises `ImportError` naming the extra when MLflow's client is missing.
+
+    Args:
+        user: The class that needs it, for the message.
+    """
+    try:
+        found = importlib.util.find_spec("mlflow") is not None
+    except ValueError:  # a module `mlflow` without a spec (set to None in a test)
+        found = False
+    if not found:
+        raise ImportError(
+            f"{user} needs MLflow's client, which is not installed: "
+            "`pip install kerasteps[mlflow]` (mlflow-skinny), or `pip install mlflow`."
+        )
+
+
+def safe_uri(uri: str) -> str:
+    """`uri` without the user name and password it may hold.
+
+    Args:
+        uri: A tracking URI.
+
+    Example:
+
+    >>> from kerasteps._tracking import safe_uri
+    >>> safe_uri("https://me:secret@mlflow.example.com/x"), safe_uri("databricks")
+    ('https://***@mlflow.example.com/x', 'databricks')
+    """
+    parts = urllib.parse.urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + host))
+
+
+def redact(text: str, uri: str | None) -> str:
+    """`text` with the credentials of `uri` (user info, password) masked.
+
+    Args:
+        text: A message, e.g. an exception's.
+        uri: The tracking URI the message may quote, or None.
+
+    Example:
+
+    >>> from kerasteps._tracking import redact
+    >>> redact("to http://me:pw1@h:5/api failed", "http://me:pw1@h:5")
+    'to http://***@h:5/api failed'
+    """
+    if not uri:
+        return text
+    netloc = urllib.parse.urlsplit(uri).netloc
+    if "@" not in netloc:
+        return text
+    userinfo = netloc.rsplit("@", 1)[0]
+    text = text.replace(userinfo + "@", "***@")
+    secrets = [userinfo, urllib.parse.unquote(userinfo)]
+    secrets += [part for part in userinfo.split(":")[1:] if part]
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def string_map(values: Mapping[str, Any] | None, name: str) -> dict[str, str]:
+    """`{str: str}` of a mapping of params or tags, or raises `ValueError`.
+
+    Args:
+        values: None or a mapping with string keys.
+        name: The argument's name, for the message.
+
+    Example:
+
+    >>> from kerasteps._tracking import string_map
+    >>> string_map({"lr": 0.1, "data": "ring"}, "params")
+    {'lr': '0.1', 'data': 'ring'}
+    """
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping) or not all(
+        isinstance(key, str) and key for key in values
+    ):
+        raise ValueError(
+            f"`{name}` must be a mapping of non-empty string keys to values, or "
+            f"None, received {type(values).__name__}."
+        )
+    out = {key: str(value) for key, value in values.items()}
+    long = sorted(key for key, value in out.items() if len(value) > PARAM_LENGTH)
+    if long:
+        raise ValueError(
+            f"`{name}` values must be at most {PARAM_LENGTH} characters as strings; "
+            f"{', '.join(long)} are longer."
+        )
+    return out
+
+
+class Sender:
+    """A daemon thread that sets up a tracking run, then sends queued points.
+
+    `begin()` runs first on the thread (retried until it succeeds) and returns the
+    client, per key the last step the server holds (points at or below it are
+    skipped), and the tracking URI it resolved. Points are then gathered for
+    `GATHER_S` seconds into one request (at once when the run ends), which
+    `send(client, points)` sends; a failure is retried with backoff, the same
+    points, until `close`. After `TRIES_BEFORE_WARNING` failed tries in a row the
+    sender logs one WARNING for the whole run. `finish(client, uri)` runs once
+    every point went out, at `close`.
+
+    Points are `(key, value, timestamp_ms, step)` tuples.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        uri: str | None,
+        begin: Callable[[], tuple[Any, dict[str, int], str]],
+        send: Callable[[Any, list[tuple]], None],
+        finish: Callable[[Any, str], None] | None,
+    ):
+        self.name = name
+        self.uri = uri
+        self._begin = begin
+        self._send = send
+        self._finish = finish
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closing = threading.Event()
+        self._abandoned = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"kerasteps-{name}", daemon=True
+        )
+        self.warned = False
+        #: Points that reached the server, and points skipped as already there.
+        self.sent = 0
+        self.skipped = 0
+        self._unsent: list[tuple] = []
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, points: list[tuple]) -> None:
+        """Queues points; never blocks."""
+        self._queue.put(points)
+
+    def close(self, timeout: float) -> None:
+        """Sends what is queued, waiting at most `timeout` seconds, then stops."""
+        self._closing.set()
+        self._queue.put(None)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return
+        self._abandoned.set()
+        unsent = self._unsent + self._drain()
+        steps = sorted({point[3] for point in unsent})
+        where = f" (steps {steps[0]}-{steps[-1]})" if steps else ""
+        (logger.info if self.warned else logger.warning)(
+            "%s: %s did not take the run's last points within %.0f s; %d point(s)%s "
+            "are not logged.",
+            self.name,
+            safe_uri(self.uri or "MLflow's tracking URI"),
+            timeout,
+            len(unsent),
+            where,
+        )
+
+    def _drain(self) -> list[tuple]:
+        points = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return points
+            if item is not None:
+                points.extend(item)
+
+    def _run(self) -> None:
+        setup = self._retry(self._begin, "could not start the run")
+        if setup is None:
+            return
+        client, last, self.uri = setup
+        done = False
+        while not done:
+            item = self._queue.get()
+            points = [] if item is None else list(item)
+            done = item is None
+            # What comes in the next GATHER_S goes in the same request.
+            deadline = time.monotonic() + GATHER_S
+            while not done:
+                try:
+                    more = self._queue.get(
+                        timeout=max(0.0, deadline - time.monotonic())
+                    )
+                except queue.Empty:
+                    break
+                if more is None:
+                    done = True
+                else:
+                    points.extend(more)
+            fresh = [p for p in points if p[3] > last.get(p[0], -1)]
+            self.skipped += len(points) - len(fresh)
+            if fresh:
+                self._unsent = fresh
+                sent = self._retry(
+                    functools.partial(self._send, client, fresh), "refused the points"
+                )
+                if sent is None:
+                    return
+                self._unsent = []
+                self.sent += len(fresh)
+        if self._finish is not None:
+            self._retry(lambda: self._finish(client, self.uri), "could not end the run")
+
+    def _retry(self, call: Callable[[], Any], what: str) -> Any:
+        """`call()` until it succeeds (its result, or True), or None when the sender
+        is abandoned."""
+        wait, tries = RETRY_FIRST_S, 0
+        while not self._abandoned.is_set():
+            try:
+                result = call()
+            except Exception as error:  # noqa: BLE001 - any failure is retried
+                tries += 1
+                if tries == TRIES_BEFORE_WARNING and not self.warned:
+                    self.warned = True
+                    logger.warning(
+                        "%s: the tracking server %s %s (%s: %s); kerasteps keeps "
+                        "the points and retries until the run ends, then waits at "
+                        "most its timeout for them.",
+                        self.name,
+                        safe_uri(self.uri or "MLflow's tracking URI"),
+                        what,
+                        type(error).__name__,
+                        redact(str(error), self.uri)[:300],
+                    )
+            else:
+                if tries >= TRIES_BEFORE_WARNING:
+                    logger.info(
+                        "%s: the tracking server %s answers again, after %d failed "
+                        "tries.",
+                        self.name,
+                        safe_uri(self.uri or "MLflow's tracking URI"),
+                        tries,
+                    )
+                return True if result is None else result
+            self._abandoned.wait(wait)
+            wait = min(2 * wait, RETRY_LAST_S)
+        return None

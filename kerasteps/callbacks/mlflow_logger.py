@@ -1,0 +1,331 @@
+"""`MLflowLogger`: the values of every N global steps, in an MLflow run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from kerasteps import _tracking
+from kerasteps.callbacks.step_sink import StepSink
+from kerasteps.schedule import Every
+
+__all__ = ["MLflowLogger"]
+
+logger = logging.getLogger("kerasteps")
+
+#: The `StepRun.links` name of the MLflow run's id.
+LINK = "mlflow_run_id"
+#: The MLflow tag that holds the kerasteps run id.
+RUN_ID_TAG = "kerasteps.run_id"
+#: The MLflow tag that records settings a resume changed (params cannot change).
+CHANGED_TAG = "kerasteps.params_changed"
+
+
+class MLflowLogger(StepSink):
+    """Logs the values of every N global steps to an MLflow run.
+
+    A `StepSink`: at each of its steps it logs the same values as
+    `JSONLinesLogger` and `StepTensorBoard` (the window means of the training
+    values, the validation values of that step, every optimizer's learning rate,
+    the step counters as `counters/<name>`), each at the global step, as MLflow
+    metrics of one run. Keys are those of `StepSink.key`: `loss`, `val_loss`,
+    `learning_rate/d`, `counters/d_step`.
+
+    **Which server and run.** Like MLflow's own clients: `tracking_uri`, else
+    `mlflow.get_tracking_uri()` (`MLFLOW_TRACKING_URI`, `mlflow.set_tracking_uri`).
+    With an active run (`mlflow.start_run()` when `fit()` begins) the points go to
+    that run; otherwise the logger creates one in `experiment` (else MLflow's
+    `MLFLOW_EXPERIMENT_NAME` or `MLFLOW_EXPERIMENT_ID`, else its default
+    experiment), tags it `kerasteps.run_id`, and marks it finished when `fit()`
+    ends. `params` (for example a recipe's options) are logged once, as the run's
+    parameters.
+
+    **Exactly once across crashes.** The MLflow run's id is stored with the run's
+    checkpoints (`StepRun.links`), so a resumed run continues the same MLflow
+    run. When a run begins, the logger asks the server for the last step it
+    holds of each key and skips points at or below it: a resumed kerasteps run
+    recomputes those steps exactly, so the skipped points are the ones the server
+    already holds. MLflow's parameters cannot change: a resume with other
+    `params` keeps the run's, logs a WARNING naming each difference, and records
+    them in the tag `kerasteps.params_changed`.
+
+    **The training thread never waits on the network.** Points go out in batches
+    (`log_batch`) from a background thread, which also creates or finds the run.
+    A failed batch is retried (with backoff) until the run ends; a server that
+    stays down gives one WARNING, not an error, and `fit()` then waits at most
+    `timeout` seconds for the last points. Only the chief logs (multi-worker
+    `tf.distribute`, JAX multi-process). A tracking URI's user name and password
+    never appear in a log line or error message.
+
+    Needs MLflow's client: `pip install kerasteps[mlflow]` (`mlflow-skinny`).
+
+    Args:
+        every: Positive int or `kerasteps.Every`, default 100.
+        tracking_uri: The tracking server (`http://host:5000`, `databricks`, a
+            local path), or None for MLflow's own choice.
+        experiment: The experiment's name (created when missing), or None.
+        run_name: The name of a new MLflow run, or None for MLflow's.
+        params: Optional `{name: value}` to log as the run's parameters (values
+            as strings, at most 6000 characters).
+        tags: Optional `{name: value}` tags of a new run.
+        reduce: `"mean"` (default), `"last"` or `"epoch"` (see `StepSink`).
+        write_learning_rate: Bool, default True.
+        write_counters: Bool, default True.
+        timeout: Seconds `fit()` waits at its end for the points still queued
+            (default 30.0).
+
+    Attributes:
+        mlflow_run_id: The MLflow run's id, once the background thread has it.
+
+    Example:
+
+    >>> import numpy as np, keras, tempfile
+    >>> from mlflow import MlflowClient
+    >>> from kerasteps.callbacks import MLflowLogger
+    >>> uri = "sqlite:///" + tempfile.mkdtemp() + "/mlflow.db"
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> logger = MLflowLogger(every=5, tracking_uri=uri, params={"lr": 0.01})
+    >>> _ = model.fit(np.ones((40, 2)), np.ones((40, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[logger])
+    >>> client = MlflowClient(uri)
+    >>> [m.step for m in client.get_metric_history(logger.mlflow_run_id, "loss")]
+    [5, 10, 15, 20]
+    >>> client.get_run(logger.mlflow_run_id).data.params
+    {'lr': '0.01'}
+    """
+
+    def __init__(
+        self,
+        every: int | Every = 100,
+        tracking_uri: str | None = None,
+        experiment: str | None = None,
+        run_name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+        reduce: str = "mean",
+        write_learning_rate: bool = True,
+        write_counters: bool = True,
+        timeout: float = 30.0,
+    ):
+        _tracking.require_mlflow("MLflowLogger")
+        super().__init__(
+            None, every, reduce, write_learning_rate, write_counters, argument=""
+        )
+        for name, value in (
+            ("tracking_uri", tracking_uri),
+            ("experiment", experiment),
+            ("run_name", run_name),
+        ):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(
+                    f"`{name}` must be a non-empty string or None, received "
+                    f"{_tracking.redact(repr(value), tracking_uri)}."
+                )
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        #: The run's parameters to log (`params`; Keras owns `self.params`).
+        self.run_params = _tracking.string_map(params, "params")
+        self.tags = _tracking.string_map(tags, "tags")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
+        if not timeout >= 0:
+            raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
+        self.timeout = float(timeout)
+        self.mlflow_run_id: str | None = None
+        self._sender: _tracking.Sender | None = None
+
+    def key(self, name: str, kind: str) -> str | None:
+        """The metric's key: `StepSink.key`, counters as `counters/<name>`.
+
+        Example:
+
+        >>> from kerasteps.callbacks import MLflowLogger
+        >>> sink = MLflowLogger()
+        >>> sink.key("val_loss", "validation"), sink.key("d_step", "counter")
+        ('val_loss', 'counters/d_step')
+        """
+        if kind == "counter":
+            return f"counters/{name}"
+        return super().key(name, kind)
+
+    # -- the run --------------------------------------------------------------------
+    def open(self, start_step: int) -> None:
+        # MLflow takes seconds to import: the training thread imports it only if
+        # the user's code did (a run they started, a URI they set); otherwise the
+        # background thread resolves the URI as MLflow would.
+        mlflow = sys.modules.get("mlflow")
+        active = mlflow.active_run() if mlflow is not None else None
+        uri = self.tracking_uri
+        if uri is None and mlflow is not None:
+            uri = mlflow.get_tracking_uri()
+        target = _Target(
+            uri=uri,
+            active_run=active.info.run_id if active is not None else None,
+            linked_run=self.run.links.get(LINK),
+            kerasteps_run=self.run.run_id,
+            experiment=self.experiment,
+            run_name=self.run_name,
+            params=self.run_params,
+            tags=self.tags,
+            start_step=start_step,
+        )
+        self._sender = _tracking.Sender(
+            name="MLflowLogger",
+            uri=uri,
+            begin=lambda: self._begin(target),
+            send=self._send,
+            finish=self._finish if target.active_run is None else None,
+        )
+        self._sender.start()
+
+    def write(self, step: int, values: dict[str, Any], time_s: float) -> None:
+        timestamp = int(time_s * 1000)
+        self._sender.put(
+            [(key, float(value), timestamp, step) for key, value in values.items()]
+        )
+
+    def close(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.close(self.timeout)
+
+    # -- on the background thread -------------------------------------------------
+    def _begin(self, target: _Target) -> tuple[Any, dict[str, int], str]:
+        """Creates or finds the MLflow run; returns the client, per key the last
+        step the server holds, and the tracking URI."""
+        import mlflow
+
+        if target.uri is None:
+            target.uri = mlflow.get_tracking_uri()
+        client = mlflow.MlflowClient(target.uri)
+        run = _find_run(client, target)
+        if run is None:
+            run = client.create_run(
+                _experiment_id(client, target.experiment),
+                run_name=target.run_name,
+                tags={**target.tags, RUN_ID_TAG: target.kerasteps_run},
+            )
+            _log_params(client, run.info.run_id, target.params)
+            last: dict[str, int] = {}
+        else:
+            if target.active_run is None and run.info.status != "RUNNING":
+                client.update_run(run.info.run_id, status="RUNNING")
+            _keep_params(client, run, target)
+            history = client.get_metric_history
+            last = {
+                key: max(point.step for point in history(run.info.run_id, key))
+                for key in run.data.metrics
+            }
+        self.mlflow_run_id = run.info.run_id
+        self.run.links[LINK] = run.info.run_id
+        if last:
+            logger.info(
+                "MLflowLogger: continuing MLflow run %s; the server holds points up "
+                "to step %d, which are not logged again.",
+                run.info.run_id,
+                max(last.values()),
+            )
+        return client, last, target.uri
+
+    def _send(self, client: Any, points: list[tuple]) -> None:
+        from mlflow.entities import Metric
+
+        metrics = [Metric(key, value, ms, step) for key, value, ms, step in points]
+        for start in range(0, len(metrics), _tracking.METRICS_PER_BATCH):
+            batch = metrics[start : start + _tracking.METRICS_PER_BATCH]
+            client.log_batch(self.mlflow_run_id, metrics=batch, synchronous=True)
+
+    def _finish(self, client: Any, uri: str) -> None:
+        if _tracking.safe_uri(uri) != uri:
+            # set_terminated prints the run's URL with the URI's credentials.
+            client.update_run(self.mlflow_run_id, status="FINISHED")
+        else:
+            client.set_terminated(self.mlflow_run_id, status="FINISHED")
+
+
+class _Target:
+    """Where the points go, as the training thread saw it when the run began."""
+
+    def __init__(self, **fields: Any):
+        self.__dict__.update(fields)
+
+
+def _find_run(client: Any, target: _Target) -> Any:
+    """The MLflow run to continue: the active one, the one the checkpoint links, or
+    the one tagged with the kerasteps run id; None for a new one."""
+    from mlflow.exceptions import MlflowException
+
+    for run_id in (target.active_run, target.linked_run):
+        if run_id is None:
+            continue
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            continue  # deleted, or on another server: find or create one
+        if run.info.lifecycle_stage == "active":
+            return run
+    if target.start_step == 0:
+        return None
+    experiment = _experiment_id(client, target.experiment)
+    found = client.search_runs(
+        [experiment],
+        filter_string=f"tags.`{RUN_ID_TAG}` = '{target.kerasteps_run}'",
+        max_results=1,
+    )
+    return found[0] if found else None
+
+
+def _experiment_id(client: Any, name: str | None) -> str:
+    from mlflow.environment_variables import (
+        MLFLOW_EXPERIMENT_ID,
+        MLFLOW_EXPERIMENT_NAME,
+    )
+
+    if name is None:
+        name = MLFLOW_EXPERIMENT_NAME.get()
+        if name is None:
+            return MLFLOW_EXPERIMENT_ID.get() or "0"
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    return client.create_experiment(name)
+
+
+def _log_params(client: Any, run_id: str, params: Mapping[str, str]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(key, value) for key, value in params.items()]
+    for start in range(0, len(items), _tracking.PARAMS_PER_BATCH):
+        batch = items[start : start + _tracking.PARAMS_PER_BATCH]
+        client.log_batch(run_id, params=batch, synchronous=True)
+
+
+def _keep_params(client: Any, run: Any, target: _Target) -> None:
+    """A resumed run keeps its params; new ones are added, changed ones are
+    named in a WARNING and in the tag `kerasteps.params_changed`."""
+    held = run.data.params
+    changed = {
+        key: [held[key], value]
+        for key, value in target.params.items()
+        if key in held and held[key] != value
+    }
+    new = {key: value for key, value in target.params.items() if key not in held}
+    _log_params(client, run.info.run_id, new)
+    if not changed:
+        return
+    logger.warning(
+        "MLflowLogger: MLflow run %s keeps the params it was started with; this "
+        "resume at step %d has other values for %s (recorded in the tag %s).",
+        run.info.run_id,
+        target.start_step,
+        ", ".join(f"{key}: {old} -> {value}" for key, (old, value) in changed.items()),
+        CHANGED_TAG,
+    )
+    record = json.loads(run.data.tags.get(CHANGED_TAG, "{}") or "{}")
+    record[str(target.start_step)] = changed
+    client.set_tag(run.info.run_id, CHANGED_TAG, json.dumps(record)[:5000])

@@ -60,7 +60,9 @@ the `kerasteps.Every` schedule the recipe's callbacks share; `--log-dir` the fol
 the recipe's runs: each run writes its event files, JSON lines, checkpoints and model
 to its own `LOG_DIR/run-N` (`start_run`, `open_run`); `--seed` the seed for
 `keras.utils.set_random_seed`; `--resume` continue the latest run from its newest
-checkpoint (without it a new run starts at step 0); `--verbose` show TensorFlow's
+checkpoint (without it a new run starts at step 0); `--mlflow URI` also log the run
+to an MLflow tracking server, through the callbacks `tracking_callbacks(run.folder,
+every)` returns (a recipe adds them to its own); `--verbose` show TensorFlow's
 start-up lines, which are held back otherwise.
 
 A recipe's `main` body typically reads:
@@ -70,7 +72,8 @@ model = ...  # built and compiled
 run = start_run(model, log_dir, steps, resume)  # prints "New run: ..." or "Resumed ..."
 if run.stop is None:
     return  # already at --steps
-model.fit(..., callbacks=[StepTensorBoard(run.folder, ...), ..., run.stop])
+callbacks = [StepTensorBoard(run.folder, ...), ..., run.stop]
+model.fit(..., callbacks=callbacks + tracking_callbacks(run.folder, log_every))
 model.save(os.path.join(run.folder, "model.keras"))
 print_log_hint(run.folder)
 ```
@@ -130,6 +133,7 @@ __all__ = [
     "resume_from_checkpoint",
     "resume_run",
     "start_run",
+    "tracking_callbacks",
     "warm_up",
 ]
 
@@ -155,8 +159,10 @@ def common_options(
     `log_every` (int >= 1), `log_dir` (str), `seed` (int) and `resume` (bool), from
     the options `--steps`, `--log-every`, `--log-dir`, `--seed` and `--resume`,
     listed in that order before the recipe's own options in `--help`, followed by
-    `--verbose`. `log_dir` is the folder of the recipe's runs: `start_run` (or
-    `open_run`) picks the run's own folder `LOG_DIR/run-N` in it.
+    `--mlflow URI` (the run's values and options also go to that MLflow tracking
+    server: `tracking_callbacks`) and `--verbose`. `log_dir` is the folder of the
+    recipe's runs: `start_run` (or `open_run`) picks the run's own folder
+    `LOG_DIR/run-N` in it.
 
     Old spellings, until the next release: `--logdir` (hidden from `--help`) is
     `--log-dir`, with a warning on stderr; `common_options(logdir=...)` and a
@@ -226,6 +232,7 @@ def common_options(
     if log_dir is not None:
         options.append(_LOGDIR_ALIAS)
     options.append(click.option("--resume", is_flag=True, help=_RESUME_HELP))
+    options.append(_MLFLOW_OPTION)
     options.append(
         click.option(
             "--verbose",
@@ -300,6 +307,92 @@ def _set_verbose(
 ) -> None:
     if value:
         os.environ[_startup.VERBOSE_ENV] = "1"
+
+
+def _set_mlflow(
+    context: click.Context, parameter: click.Parameter, value: str | None
+) -> None:
+    """Keeps `--mlflow URI` for `tracking_callbacks`; refuses it without MLflow."""
+    if value is None:
+        return
+    from kerasteps import _tracking
+
+    if not value.strip():
+        raise click.BadParameter("must be a tracking URI, received ''.")
+    try:
+        _tracking.require_mlflow("--mlflow")
+    except ImportError as error:
+        raise click.BadParameter(str(error)) from None
+    context.meta[_MLFLOW_KEY] = value
+
+
+_MLFLOW_KEY = "kerasteps.mlflow"
+_MLFLOW_OPTION = click.option(
+    "--mlflow",
+    metavar="URI",
+    expose_value=False,
+    callback=_set_mlflow,
+    help="Also log the run's values and options to this MLflow tracking server "
+    "(http://host:5000; needs kerasteps[mlflow]). A resumed run continues the same "
+    "MLflow run.",
+)
+
+
+def tracking_callbacks(folder: str | os.PathLike, every: int) -> list[Any]:
+    """The callbacks that log a recipe's run to the tracking server the user named
+    with `--mlflow URI`, or `[]` without it.
+
+    One `kerasteps.callbacks.MLflowLogger(every)`: in the experiment named after
+    the recipe (`kerasteps-<name>`), a run named after `folder` (`run-3`), with the
+    recipe's options as its params (`--mlflow`, `--verbose` and `--resume` left
+    out). A `--resume` continues the same MLflow run (its id is in the
+    checkpoints). Call it inside the recipe's click command.
+
+    Args:
+        folder: The run's folder (`Run.folder`).
+        every: Log every N global steps (the recipe's `--log-every`).
+
+    Returns:
+        A list of callbacks to add to `fit()`'s.
+
+    Example:
+
+    >>> import click
+    >>> from click.testing import CliRunner
+    >>> from kerasteps.recipe import common_options, tracking_callbacks
+    >>> @click.command()
+    ... @common_options(steps=20, log_every=5, log_dir="logs/demo")
+    ... def main(steps, log_every, log_dir, seed, resume):
+    ...     click.echo(tracking_callbacks("logs/demo/run-1", log_every))
+    >>> CliRunner().invoke(main, []).output
+    '[]\\n'
+    """
+    context = click.get_current_context(silent=True)
+    uri = None if context is None else context.find_root().meta.get(_MLFLOW_KEY)
+    if uri is None:
+        return []
+    from kerasteps.callbacks import MLflowLogger
+
+    params = {
+        name: value
+        for name, value in context.params.items()
+        if name not in ("resume",) and value is not None
+    }
+    return [
+        MLflowLogger(
+            every,
+            tracking_uri=uri,
+            experiment=f"kerasteps-{_recipe_name(context)}",
+            run_name=os.path.basename(os.path.normpath(folder)),
+            params=params,
+        )
+    ]
+
+
+def _recipe_name(context: click.Context) -> str:
+    """`wgan` for `kerasteps run wgan`, `my_recipe` for `python my_recipe.py`."""
+    name = (context.find_root().info_name or "recipe").split()[-1]
+    return os.path.splitext(os.path.basename(name))[0] or "recipe"
 
 
 def _check_log_dir(

@@ -51,6 +51,7 @@ from kerasteps.recipe import (
     log_to_console,
     print_log_hint,
     resume_from_checkpoint,
+    tracking_callbacks,
     warm_up,
 )
 
@@ -326,6 +327,7 @@ def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
         ProvideEvery(every, point),
         StepTensorBoard(plan.folder, every=every),
         JSONLinesLogger(os.path.join(plan.folder, "log.jsonl"), every=every),
+        *tracking_callbacks(plan.folder, every),
         InitialPoint(every=None),  # after the sinks took their folder
         checkpoint,
         StopAtStep(plan.target),

@@ -56,6 +56,7 @@ from kerasteps.recipe import (
     log_to_console,
     print_log_hint,
     start_run,
+    tracking_callbacks,
 )
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
@@ -162,6 +163,7 @@ def step_callbacks(
         LogEvery(every, reduce=reduce),
         StepTensorBoard(run.folder, every=curve, reduce=reduce),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every, reduce=reduce),
+        *tracking_callbacks(run.folder, curve),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),

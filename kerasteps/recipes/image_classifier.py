@@ -59,6 +59,7 @@ from kerasteps.recipe import (
     log_to_console,
     print_log_hint,
     start_run,
+    tracking_callbacks,
 )
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
@@ -265,6 +266,7 @@ def step_callbacks(
         LogEvery(every),
         StepTensorBoard(run.folder, every=every),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
+        *tracking_callbacks(run.folder, every),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),

@@ -57,6 +57,7 @@ from kerasteps.recipe import (
     log_to_console,
     print_log_hint,
     start_run,
+    tracking_callbacks,
 )
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
@@ -487,6 +488,7 @@ def step_callbacks(run: Run, data: Data, log_every: int, seed: int) -> list[Any]
         LogEvery(every),
         StepTensorBoard(run.folder, every=every, images=images),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
+        *tracking_callbacks(run.folder, every),
         StepCheckpoint(os.path.join(run.folder, "checkpoints"), every=every),
         run.stop,
     ]

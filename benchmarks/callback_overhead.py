@@ -11,6 +11,10 @@ Runs, in one process and in interleaved rounds (the order shuffled each round),
   not async-safe: on JAX and PyTorch, what any such callback costs (Keras then runs
   batch ends on the training thread and turns the logs into Python numbers at
   every batch, a wait for the device), kerasteps's callbacks included;
+- with `--mlflow`, `mlflow`: `MLflowLogger(every=10)` alone, logging to a tracking
+  server: `--mlflow URI`, or `--mlflow` alone to start `mlflow server` on this
+  machine (SQLite store in a temp folder) for the benchmark. The server shares the
+  machine's cores with the fit, as a local server does;
 
 and prints, for each, the median steps/s and its ratio to the bare fit, by wall clock
 and per CPU-second of the process (all its threads). On the 2-core machine these
@@ -28,6 +32,7 @@ Usage:
 
     python benchmarks/callback_overhead.py [--steps 2000] [--rounds 7] [--threads 0]
     python benchmarks/callback_overhead.py --backend jax
+    python benchmarks/callback_overhead.py --mlflow
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ import argparse
 import logging
 import os
 import random
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,11 +56,13 @@ import numpy as np  # noqa: E402
 from kerasteps.callbacks import (  # noqa: E402
     JSONLinesLogger,
     LogEvery,
+    MLflowLogger,
     StepCallback,
     StepTensorBoard,
 )
 
 EVERY = 100
+MLFLOW_EVERY = 10
 
 
 class NoOpSync(keras.callbacks.Callback):
@@ -116,6 +125,32 @@ def hook_times(model, fit, root: str) -> tuple[float, float, float]:
     return 1e6 * statistics.mean(quiet), 1e6 * statistics.mean(firing), 1e6 * step
 
 
+def start_mlflow_server(root: str) -> tuple[subprocess.Popen, str]:
+    """`mlflow server` on a free port of 127.0.0.1, a SQLite store under `root`;
+    returns the process and its URI once it answers."""
+    from mlflow import MlflowClient
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "mlflow", "server", "--workers", "1"]
+    command += ["--backend-store-uri", f"sqlite:///{root}/mlflow.db"]
+    command += ["--default-artifact-root", f"{root}/artifacts"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    uri = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            MlflowClient(uri).search_experiments()
+            return server, uri
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("mlflow server did not start within 120 s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -133,6 +168,14 @@ def main() -> None:
         "--backend",
         choices=["tensorflow", "jax", "torch"],
         help="the Keras backend (default: KERAS_BACKEND, else TensorFlow)",
+    )
+    parser.add_argument(
+        "--mlflow",
+        nargs="?",
+        const="start",
+        metavar="URI",
+        help="also time MLflowLogger(every=10) against this tracking server; "
+        "without URI, against an `mlflow server` started here",
     )
     args = parser.parse_args()
     if args.backend and args.backend != keras.backend.backend():
@@ -152,6 +195,9 @@ def main() -> None:
     keras.utils.set_random_seed(args.seed)
     model = build_model()
     root = tempfile.mkdtemp(prefix="kerasteps-bench-")
+    server, uri = None, args.mlflow
+    if args.mlflow == "start":
+        server, uri = start_mlflow_server(root)
 
     def configs(run: int) -> dict[str, list]:
         return {
@@ -167,6 +213,17 @@ def main() -> None:
                 )
             ],
             "keras_sync": [NoOpSync()],
+            **(
+                {
+                    "mlflow": [
+                        MLflowLogger(
+                            MLFLOW_EVERY, tracking_uri=uri, experiment="overhead"
+                        )
+                    ]
+                }
+                if uri
+                else {}
+            ),
         }
 
     def fit(callbacks: list) -> None:
@@ -209,6 +266,8 @@ def main() -> None:
             f"  {name:10s} {wall:6.1f} steps/s  ratio {wall / bare_wall:.3f}   "
             f"{cpu:6.1f} steps/CPU-s  ratio {cpu / bare_cpu:.3f}"
         )
+    if server is not None:
+        server.terminate()
     quiet, firing, step = hook_times(model, fit, root)
     print(
         f"kerasteps hooks (3 sinks, every={EVERY}): {quiet:.1f} us per batch between "

@@ -126,6 +126,27 @@ def string_map(values: Mapping[str, Any] | None, name: str) -> dict[str, str]:
     return out
 
 
+#: The prefix of the sender threads' names.
+THREAD_PREFIX = "kerasteps-"
+
+
+class _NotFromSenders(logging.Filter):
+    """Drops the HTTP library's own retry warnings of the sender threads, which
+    give one WARNING of their own for a server that does not answer."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.threadName.startswith(THREAD_PREFIX)
+
+
+_QUIET = _NotFromSenders()
+
+
+def _quiet_http_retries() -> None:
+    http = logging.getLogger("urllib3.connectionpool")
+    if _QUIET not in http.filters:
+        http.addFilter(_QUIET)
+
+
 class Sender:
     """A daemon thread that sets up a tracking run, then sends queued points.
 
@@ -158,7 +179,7 @@ class Sender:
         self._closing = threading.Event()
         self._abandoned = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name=f"kerasteps-{name}", daemon=True
+            target=self._run, name=f"{THREAD_PREFIX}{name}", daemon=True
         )
         self.warned = False
         #: Points that reached the server, and points skipped as already there.
@@ -167,6 +188,7 @@ class Sender:
         self._unsent: list[tuple] = []
 
     def start(self) -> None:
+        _quiet_http_retries()
         self._thread.start()
 
     def put(self, points: list[tuple]) -> None:

@@ -442,9 +442,9 @@ def _copy_latest_checkpoint(workdir: Path, name: str):
     return info.step, copy
 
 
-def straight_run(workdir: Path, *extra: str) -> None:
-    """`Run`'s training uninterrupted, in this process (its process boundary is not
-    what the tests check; a process of its own would start TensorFlow again)."""
+def train_here(workdir: Path, *extra: str) -> None:
+    """`Run`'s training, in this process: where its process boundary is not what a
+    test checks (a process of its own starts TensorFlow again, about 7 CPU-s)."""
     load_script("resumable_train").main(
         [
             *["--workdir", str(workdir), "--max-steps", str(MAX_STEPS)],
@@ -466,7 +466,7 @@ def resumed_run(tmp_path_factory):
         first = Run(work, "run1", "--sleep", "0.05")
         runs.append(first)
         # The uninterrupted run, in this process while the first one starts.
-        straight_run(work / "straight")
+        train_here(work / "straight")
         _wait_for_logged_step(first, jsonl, 25, timeout=120)
         first.process.send_signal(signal.SIGKILL)
         first.wait(30)

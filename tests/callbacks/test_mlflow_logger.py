@@ -26,7 +26,12 @@ from mlflow import MlflowClient
 
 import kerasteps
 from kerasteps import _tracking
-from kerasteps.callbacks import JSONLinesLogger, MLflowLogger, StepCheckpoint
+from kerasteps.callbacks import (
+    JSONLinesLogger,
+    MLflowLogger,
+    StepCheckpoint,
+    StopAtStep,
+)
 from kerasteps.checkpoint import ResumeState
 from kerasteps.recipes import global_step
 from tests.callbacks.test_step_checkpoint import Run, train_here
@@ -289,6 +294,29 @@ def test_logs_the_values_of_the_other_sinks_at_the_global_step(
     hub_run_id = ResumeState.of(model).run_id
     assert run.data.tags["kerasteps.run_id"] == hub_run_id
     assert ResumeState.of(model).links == {"mlflow_run_id": sink.mlflow_run_id}
+
+
+def test_validation_after_its_step_was_logged_joins_it_once(client, server, tmp_path):
+    """StopAtStep(6) in an epoch of 8: step 6 is logged before Keras's epoch-end
+    validation of that step, which then joins it; no key twice at a step."""
+    model = tiny_model()
+    x, y = tiny_data(32)
+    jsonl = tmp_path / "log.jsonl"
+    sink = MLflowLogger(every=2, tracking_uri=server.uri, experiment="late")
+    model.fit(
+        x,
+        y,
+        batch_size=4,
+        epochs=3,
+        verbose=0,
+        validation_data=(x[:8], y[:8]),
+        callbacks=[sink, JSONLinesLogger(jsonl, every=2), StopAtStep(6)],
+    )
+    got = histories(client, sink.mlflow_run_id)
+    lines = read_jsonl(jsonl)
+    assert [step for step, _ in got["loss"]] == [2, 4, 6]
+    assert got["loss"] == [(line["step"], line["loss"]) for line in lines]
+    assert got["val_loss"] == [(6, lines[-1]["val_loss"])]
 
 
 def test_a_second_fit_continues_the_run_and_keeps_its_params(client, server, caplog):

@@ -80,8 +80,8 @@ def redact(text: str, uri: str | None) -> str:
     >>> redact("to http://me:pw1@h:5/api failed", "http://me:pw1@h:5")
     'to http://***@h:5/api failed'
     """
-    if not uri:
-        return text
+    if not isinstance(uri, str) or not uri:
+        return text  # a bad `tracking_uri` (not a string) holds nothing to mask
     netloc = urllib.parse.urlsplit(uri).netloc
     if "@" not in netloc:
         return text
@@ -176,15 +176,11 @@ class Sender:
         self._send = send
         self._finish = finish
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._closing = threading.Event()
         self._abandoned = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"{THREAD_PREFIX}{name}", daemon=True
         )
         self.warned = False
-        #: Points that reached the server, and points skipped as already there.
-        self.sent = 0
-        self.skipped = 0
         self._unsent: list[tuple] = []
 
     def start(self) -> None:
@@ -197,7 +193,6 @@ class Sender:
 
     def close(self, timeout: float) -> None:
         """Sends what is queued, waiting at most `timeout` seconds, then stops."""
-        self._closing.set()
         self._queue.put(None)
         self._thread.join(timeout)
         if not self._thread.is_alive():
@@ -250,7 +245,6 @@ class Sender:
                 else:
                     points.extend(more)
             fresh = [p for p in points if p[3] > last.get(p[0], -1)]
-            self.skipped += len(points) - len(fresh)
             if fresh:
                 self._unsent = fresh
                 sent = self._retry(
@@ -259,7 +253,6 @@ class Sender:
                 if sent is None:
                     return
                 self._unsent = []
-                self.sent += len(fresh)
         if self._finish is not None:
             self._retry(lambda: self._finish(client, self.uri), "could not end the run")
 

@@ -291,19 +291,18 @@ class RunHub:
         checkpoint's, or the end of the model's previous `fit()`), else the run of a
         previous `fit()` that raised."""
         self._carry = _carried_windows(resume)
-        carried_id = resume.run_id if resume is not None else None
+        carried_id, links = (
+            (resume.run_id, resume.links) if resume is not None else (None, {})
+        )
         if carried_id is None and previous is not None and not previous.ended:
-            carried_id = previous.run_id  # its fit() raised: this one goes on
+            # its fit() raised: this one goes on
+            carried_id, links = previous.run_id, previous.links
         #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
         #: carried by the checkpoint it resumes from or the model's previous `fit()`
         #: (also one that raised), else new.
         self.run_id = carried_id or _sinks.new_run_id()
         #: What the run is known as elsewhere (`StepRun.links`), carried with its id.
-        self.links: dict[str, str] = {}
-        if carried_id is not None and resume is not None and resume.run_id:
-            self.links = dict(resume.links)
-        elif carried_id is not None and previous is not None:
-            self.links = dict(previous.links)
+        self.links: dict[str, str] = dict(links) if carried_id else {}
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or self.start_step == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -131,9 +132,11 @@ class MLflowLogger(StepSink):
         #: The run's parameters to log (`params`; Keras owns `self.params`).
         self.run_params = _tracking.string_map(params, "params")
         self.tags = _tracking.string_map(tags, "tags")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
-        if not timeout >= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not timeout >= 0
+        ):
             raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
         self.timeout = float(timeout)
         self.mlflow_run_id: str | None = None
@@ -248,11 +251,19 @@ class MLflowLogger(StepSink):
             client.set_terminated(self.mlflow_run_id, status="FINISHED")
 
 
+@dataclasses.dataclass
 class _Target:
     """Where the points go, as the training thread saw it when the run began."""
 
-    def __init__(self, **fields: Any):
-        self.__dict__.update(fields)
+    uri: str | None  # None: MLflow's own, resolved on the background thread
+    active_run: str | None
+    linked_run: str | None
+    kerasteps_run: str
+    experiment: str | None
+    run_name: str | None
+    params: dict[str, str]
+    tags: dict[str, str]
+    start_step: int
 
 
 def _find_run(client: Any, target: _Target) -> Any:

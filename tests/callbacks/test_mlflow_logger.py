@@ -35,15 +35,9 @@ from kerasteps.callbacks import (
 from kerasteps.checkpoint import ResumeState
 from kerasteps.recipes import global_step
 from tests.callbacks.test_step_checkpoint import Run, train_here
-from tests.helpers import read_jsonl, tiny_data, tiny_model
+from tests.helpers import free_port, read_jsonl, tiny_data, tiny_model
 
 SERVER_START_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Server:
@@ -441,6 +435,8 @@ def test_a_server_that_stays_down_gives_one_warning_and_no_secret(
 
 
 def test_bad_arguments_are_refused_before_training_without_the_secret():
+    with pytest.raises(ValueError, match="`tracking_uri` must be a non-empty.*5"):
+        MLflowLogger(tracking_uri=5)
     with pytest.raises(ValueError, match="`experiment` must be a non-empty string"):
         MLflowLogger(tracking_uri="http://me:pw@h", experiment="")
     with pytest.raises(ValueError, match="`params` must be a mapping") as error:

@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import json
 import os
+import socket
 import types
 from pathlib import Path
 
@@ -29,6 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 SCRIPTS = TESTS / "scripts"
 FIXTURE_RECIPES = TESTS / "fixtures" / "recipes"
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @functools.cache

@@ -28,7 +28,13 @@ import kerasteps
 from kerasteps import event_files, recipe
 from kerasteps.cli import best_mode, main
 from kerasteps.recipes import _files as _recipe_files
-from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scalars
+from tests.helpers import (
+    FIXTURE_RECIPES,
+    free_port,
+    invoke,
+    user_environment,
+    write_scalars,
+)
 
 # Scalars written by the `log_dir` fixture: run -> tag -> [(step, value)].
 
@@ -37,12 +43,6 @@ from tests.helpers import FIXTURE_RECIPES, invoke, user_environment, write_scala
 def fixture_recipes(monkeypatch) -> Path:
     monkeypatch.setattr(_recipe_files, "BUNDLED", FIXTURE_RECIPES)
     return FIXTURE_RECIPES
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ------------------------------------------------------------------ version, help

@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from tests.helpers import (
     ROOT,
     SCRIPTS,
     fit_steps,
+    free_port,
     load_script,
     read_jsonl,
     read_scalars,
@@ -594,19 +594,13 @@ def test_a_resumed_run_writes_the_values_of_an_uninterrupted_one(resumed_run):
         assert b == pytest.approx(a, rel=1e-6)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _get_json(url: str):
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read().decode())
 
 
 def test_tensorboard_server_shows_each_step_once(resumed_run, tmp_path):
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "tensorboard.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
         [

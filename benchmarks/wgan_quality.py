@@ -48,6 +48,7 @@ Usage:
     python benchmarks/wgan_quality.py   # seeds 100-104, ring and grid x0.5, x1, x10
     python benchmarks/wgan_quality.py --mixture held-out --reweight
     python benchmarks/wgan_quality.py --mixture ring --scales 2 --seeds 0 1
+    python benchmarks/wgan_quality.py --mixture grid --scales 1 --components-report
 """
 
 from __future__ import annotations
@@ -265,6 +266,8 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     model.fit(batches, steps_per_epoch=settings.steps, verbose=0)
     fitted, fit_cpu = time.perf_counter(), time.process_time() - cpu
     figures = score(model.generate(SAMPLES, seed=seed + 1000), case)
+    if args.components_report and case.mixture is not None:
+        figures["components"] = component_report(model, case.mixture)
     reweighted, reweight_s = {}, 0.0
     if args.reweight:
         reweighting = time.perf_counter()
@@ -283,6 +286,52 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     after = {f"reweighted_{key}": value for key, value in reweighted.items()}
     n_modes = None if case.mixture is None else len(case.mixture.centres)
     return {**figures, **after, "n_modes": n_modes, **times}
+
+
+def component_report(model: Any, mixture: Any, per_component: int = 400) -> dict:
+    """Where the generator's samples beyond 3 sigma come from, component by component
+    of its mixture latent: each component's own width and the distance from its mean
+    output to the nearest mode, both over the modes' sigma, and the share of all
+    samples that lies beyond 3 sigma, split by how far the component's mean is."""
+    from kerasteps import mixtures
+
+    latent, *rest = model.generator.layers
+    centres, scales = latent.centres, latent.scales
+    k, d = centres.shape
+    noise = np.random.default_rng(0).standard_normal((k, per_component, d))
+    h = (centres[:, None, :] + scales[:, None, None] * noise).reshape(-1, d)
+    for layer in rest:
+        h = layer(h)
+    out = np.asarray(h, dtype=np.float64).reshape(k, per_component, -1)
+    sigma = mixture.std
+    flat = out.reshape(k * per_component, -1)
+    _, near = mixtures.nearest_modes(flat, mixture.centres)
+    beyond = (near.reshape(k, per_component) > 3 * sigma).mean(axis=1)
+    offset = mixtures.nearest_modes(out.mean(axis=1), mixture.centres)[1] / sigma
+    width = out.std(axis=1).mean(axis=1) / sigma
+    mass = beyond * np.asarray(latent.probabilities)
+    groups = {"off": offset > 3, "near": (offset > 1.5) & (offset <= 3)}
+    groups["on"] = ~(groups["off"] | groups["near"])
+    report = {"width": np.quantile(width, [0.1, 0.5, 0.9])}
+    report["offset"] = np.quantile(offset, [0.5, 0.9, 0.99])
+    for name, chosen in groups.items():
+        report[name] = (int(chosen.sum()), float(mass[chosen].sum()))
+    return report
+
+
+def component_text(report: dict) -> str:
+    """A `component_report` in one line."""
+    width = "/".join(f"{w:.2f}" for w in report["width"])
+    offset = "/".join(f"{o:.2f}" for o in report["offset"])
+    (n_off, off), (n_near, near), (n_on, on) = (
+        report[g] for g in ("off", "near", "on")
+    )
+    return (
+        f"components: width {width} sigma (10/50/90 %), mean's distance to a mode "
+        f"{offset} sigma (50/90/99 %); beyond 3 sigma: {off:.2%} from {n_off} "
+        f"components whose mean is > 3 sigma off, {near:.2%} from {n_near} at 1.5-3, "
+        f"{on:.2%} from the other {n_on}"
+    )
 
 
 def figures_text(r: dict, prefix: str = "") -> str:
@@ -370,6 +419,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--energy-weight", type=float)
     group.add_argument("--energy-exponent", type=float)
     parser.add_argument(
+        "--components-report",
+        action="store_true",
+        help="after each run on data with modes, where the samples beyond 3 sigma "
+        "come from: each latent component's width and its mean's distance to a mode",
+    )
+    parser.add_argument(
         "--reweight",
         action="store_true",
         help="also score the generator after the deprecated reweight_mixture "
@@ -413,6 +468,8 @@ def main(argv: list[str] | None = None) -> None:
                         f"{r['reweighted_misses'] or 'none'}"
                     )
                 print(line, flush=True)
+                if "components" in r:
+                    print("  " + component_text(r["components"]), flush=True)
             lines.append(summary(name, scale, results))
             print(lines[-1], flush=True)
     print("\n".join(["", "Summary:", *lines]))

@@ -6,6 +6,8 @@ they train at full length is measured by `benchmarks/wgan_quality.py`. A few rea
 bounds (`test_a_short_run_on_a_ring_is_as_wide_as_the_data`, about 10 s).
 """
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -343,3 +345,46 @@ def test_a_short_run_on_a_ring_is_as_wide_as_the_data():
     assert model.step_counters() == {"d_step": 6000, "g_step": 2000}
     quality = sample_quality(model.generate(2500, seed=1), ring.sample, mixture=ring)
     assert short_ring_misses(quality) == [], quality
+
+
+@pytest.mark.tensorflow_only("NumPy arithmetic: no backend plays a part")
+def test_component_report_finds_the_components_that_make_the_strays():
+    """`benchmarks/wgan_quality.py --components-report` on a generator whose answer
+    is known: a mixture latent alone (the identity after it) with one component
+    of width sigma on each of 4 modes and one 6 sigma beside a mode."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from tests.helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "wgan_quality", ROOT / "benchmarks" / "wgan_quality.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sigma = 0.05
+    modes = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 2.0]])
+    satellite = modes[:1] + [[6 * sigma, 0.0]]
+    latent = MixtureLatent(np.concatenate([modes, satellite]), scale=sigma)
+    generator = keras.Sequential([keras.Input((3,)), latent])
+    mixture = GaussianMixture(modes.astype("float32"), sigma)
+
+    report = bench.component_report(
+        SimpleNamespace(generator=generator), mixture, per_component=20000
+    )
+    # Four components of width sigma (per axis), one off by 6 sigma.
+    np.testing.assert_allclose(report["width"], 1.0, atol=0.02)
+    # Quantiles 50/90/99 % of the offsets (0, 0, 0, 0, 6): 0, 0.6 * 6, 0.96 * 6.
+    np.testing.assert_allclose(report["offset"], [0.0, 3.6, 5.76], atol=0.05)
+    n_off, off = report["off"]
+    assert n_off == 1
+    # Its samples lie beyond 3 sigma of every mode unless they fall back within
+    # 3 sigma of the mode beside it (radius 3 around a point 6 away: 0.1 %).
+    assert off == pytest.approx(0.2, abs=0.002)
+    n_on, on = report["on"]
+    # A round 2-D Gaussian has exp(-9/2) = 1.11 % beyond 3 sigma.
+    assert n_on == 4 and on == pytest.approx(0.8 * np.exp(-4.5), rel=0.1)
+    assert report["near"] == (0, 0.0)
+    line = bench.component_text(report)
+    assert re.search(r"beyond 3 sigma: (19\.9\d|20\.00)% from 1 components whose", line)
+    assert line.startswith("components: width 1.0")

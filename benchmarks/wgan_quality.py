@@ -194,6 +194,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         "steps": args.steps,
         "energy_weight": args.energy_weight,
         "energy_exponent": args.energy_exponent,
+        "real_gradient_penalty": args.real_gp,
     }
     return PointSettings(**{k: v for k, v in fields.items() if v is not None})
 
@@ -418,6 +419,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--lr", type=float)
     group.add_argument("--energy-weight", type=float)
     group.add_argument("--energy-exponent", type=float)
+    group.add_argument("--real-gp", type=float, help="real_gradient_penalty")
     parser.add_argument(
         "--components-report",
         action="store_true",

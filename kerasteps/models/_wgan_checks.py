@@ -63,6 +63,7 @@ class Arguments(NamedTuple):
     energy_weight: float
     energy_exponent: float
     energy_unit: float
+    real_gradient_penalty: float
 
 
 def arguments(
@@ -72,6 +73,7 @@ def arguments(
     clip_value: Any,
     seed: Any,
     energy: tuple[Any, Any, Any] = (0.0, 1.0, 1.0),
+    real_gradient_penalty: Any = 0.0,
 ) -> Arguments:
     """Checks the WGAN's scalar arguments, in this order; returns them checked.
     `energy` is `(energy_weight, energy_exponent, energy_unit)`."""
@@ -90,6 +92,10 @@ def arguments(
             f"distance between distributions; received {exponent!r}."
         )
     unit = check_positive_number("energy_unit", unit)
+    if real_gradient_penalty != 0:
+        real_gradient_penalty = check_positive_number(
+            "real_gradient_penalty", real_gradient_penalty, allowed=" or 0"
+        )
     return Arguments(
         latent_dim,
         n_critic,
@@ -99,6 +105,7 @@ def arguments(
         float(weight),
         exponent,
         unit,
+        float(real_gradient_penalty),
     )
 
 

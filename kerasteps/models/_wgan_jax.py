@@ -29,6 +29,7 @@ from kerasteps.models._wgan_step import (
     mean_of,
     penalty_terms,
     scores,
+    squared_norms,
 )
 
 
@@ -151,9 +152,22 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
             )
             return scores(out), non_trainable
 
-        d_real, c_non_trainable = critic(real, c_non_trainable)
+        if self.real_gradient_penalty:
+
+            def summed(x, non_trainable):
+                out, non_trainable = critic(x, non_trainable)
+                return keras.ops.sum(out), (out, non_trainable)
+
+            (_, (d_real, c_non_trainable)), grads = jax.value_and_grad(
+                summed, has_aux=True
+            )(real, c_non_trainable)
+        else:
+            d_real, c_non_trainable = critic(real, c_non_trainable)
         d_fake, c_non_trainable = critic(fake, c_non_trainable)
         per_example = d_fake - d_real
+        if self.real_gradient_penalty:
+            terms = squared_norms(grads, len(self._sample_shape))
+            per_example = per_example + self.real_gradient_penalty * terms
         penalty = None
         if e is not None:
             x_hat = e * real + (1.0 - e) * fake

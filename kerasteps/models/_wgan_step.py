@@ -76,6 +76,13 @@ def penalty_terms(gradients: Any, sample_rank: int) -> Any:
     return keras.ops.square(norm - 1.0)
 
 
+def squared_norms(gradients: Any, sample_rank: int) -> Any:
+    """`||g||^2` per example, in float32: the real-gradient penalty's terms."""
+    gradients = keras.ops.cast(gradients, "float32")
+    axes = tuple(range(1, sample_rank + 1))
+    return keras.ops.sum(keras.ops.square(gradients), axis=axes)
+
+
 def scores(output: Any) -> Any:
     """Critic outputs as a float32 vector of shape `(batch,)`."""
     return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")

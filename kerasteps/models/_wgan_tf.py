@@ -20,6 +20,7 @@ from kerasteps.models._wgan_step import (
     penalty_terms,
     real_examples,
     scores,
+    squared_norms,
 )
 
 
@@ -79,6 +80,17 @@ class TensorFlowSteps:
         """Interpolation weights, shape (batch, 1, ..., 1)."""
         return self._replica_share(lambda size: self._draw_uniform(size, dtype), batch)
 
+    def _real_scores(self, real: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """Critic scores of the real batch and, with a real-gradient penalty,
+        `||grad D(real)||^2` per example (else None)."""
+        if not self.real_gradient_penalty:
+            return self._critic(real), None
+        with tf.GradientTape() as tape:
+            tape.watch(real)
+            d_real = self._critic(real)
+        terms = squared_norms(tape.gradient(d_real, real), len(self._sample_shape))
+        return d_real, terms
+
     def _critic_update(
         self, real: tf.Tensor, fake: tf.Tensor, e: tf.Tensor | None
     ) -> CriticResult:
@@ -86,9 +98,11 @@ class TensorFlowSteps:
         variables = self.critic.trainable_variables
         penalty = None
         with tf.GradientTape() as tape:
-            d_real = self._critic(real)
+            d_real, real_terms = self._real_scores(real)
             d_fake = self._critic(fake)
             per_example = d_fake - d_real
+            if real_terms is not None:
+                per_example = per_example + self.real_gradient_penalty * real_terms
             if e is not None:
                 x_hat = e * real + (1.0 - e) * fake
                 with tf.GradientTape() as gp_tape:

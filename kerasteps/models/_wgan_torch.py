@@ -22,6 +22,7 @@ from kerasteps.models._wgan_step import (
     mean_of,
     penalty_terms,
     scores,
+    squared_norms,
 )
 
 
@@ -44,9 +45,15 @@ class TorchSteps:
     def _critic_update(self, real: Any, fake: Any, e: Any | None) -> CriticResult:
         """One critic update on a real and a fake batch."""
         variables = self.critic.trainable_variables
+        if self.real_gradient_penalty:
+            real = real.detach().requires_grad_(True)
         d_real = scores(self.critic(real, training=True))
         d_fake = scores(self.critic(fake, training=True))
         per_example = d_fake - d_real
+        if self.real_gradient_penalty:
+            (grads,) = torch.autograd.grad(d_real.sum(), real, create_graph=True)
+            terms = squared_norms(grads, len(self._sample_shape))
+            per_example = per_example + self.real_gradient_penalty * terms
         penalty = None
         if e is not None:
             x_hat = (e * real + (1.0 - e) * fake).detach().requires_grad_(True)

@@ -37,6 +37,9 @@ class PointSettings(NamedTuple):
             batches in the generator's loss (`WGAN`'s "Energy term"; 0 for none).
             Default 1.0.
         energy_exponent: Its exponent of the distances, in (0, 2). Default 0.75.
+        real_gradient_penalty: Weight of the zero-centred gradient penalty on
+            the real points (`WGAN`'s "Real-gradient penalty"; 0 for none), in
+            standardized units. Default 0.12.
 
     Example:
 
@@ -56,3 +59,4 @@ class PointSettings(NamedTuple):
     steps: int = 10000
     energy_weight: float = 1.0
     energy_exponent: float = 0.75
+    real_gradient_penalty: float = 0.12

@@ -103,6 +103,14 @@ class WGAN(_BackendSteps, keras.Model):
     and is 0 in expectation only when the two distributions are equal.
     `WGAN.for_points` turns it on.
 
+    **Real-gradient penalty.** With `real_gradient_penalty > 0` the critic's loss
+    adds `real_gradient_penalty * E[||grad D(real)||^2]` (the R1 penalty of
+    Mescheder et al., 2018), included in `d_loss`. A critic with a peak at each
+    mode pulls the generated points toward its top, and the generator draws modes
+    narrower than the data (on PacGAN's grid, 0.44-0.82 times as wide); flat where
+    the real examples are, the critic no longer narrows them. `WGAN.for_points`
+    turns it on.
+
     **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`
     (energy term included), `wasserstein` (the critic's estimate `E[D(real)] -
     E[D(fake)]`), `gradient_penalty` (WGAN-GP only, the unweighted mean penalty),
@@ -149,6 +157,9 @@ class WGAN(_BackendSteps, keras.Model):
         energy_unit: The length (> 0) that the energy term measures distances
             in (`WGAN.for_points`: the data's standard deviation). Defaults to
             `1.0`.
+        real_gradient_penalty: Weight (>= 0) of a zero-centred gradient
+            penalty on the real examples (see "Real-gradient penalty").
+            Defaults to `0.0`: none.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     Example:
@@ -184,6 +195,7 @@ class WGAN(_BackendSteps, keras.Model):
         energy_weight: float = 0.0,
         energy_exponent: float = 1.0,
         energy_unit: float = 1.0,
+        real_gradient_penalty: float = 0.0,
         **kwargs: Any,
     ):
         args = checks.arguments(
@@ -193,6 +205,7 @@ class WGAN(_BackendSteps, keras.Model):
             clip_value,
             seed,
             (energy_weight, energy_exponent, energy_unit),
+            real_gradient_penalty,
         )
         sample_shape = checks.networks(generator, critic, args.latent_dim)
         super().__init__(**kwargs)
@@ -206,6 +219,7 @@ class WGAN(_BackendSteps, keras.Model):
         self.energy_weight = args.energy_weight
         self.energy_exponent = args.energy_exponent
         self.energy_unit = args.energy_unit
+        self.real_gradient_penalty = args.real_gradient_penalty
         self._sample_shape = sample_shape
         self._seed_generator = keras.random.SeedGenerator(args.seed, name="wgan_seed")
         self.d_step = self._add_counter("d_step")
@@ -244,13 +258,18 @@ class WGAN(_BackendSteps, keras.Model):
         - both networks work in standardized units: the generator ends by
           mapping back to the data's mean and scale, and the critic starts by
           standardizing and multiplies its score by the data's standard
-          deviation (the penalty weight too), so the same settings fit data of
-          any scale;
+          deviation (the penalty weights too), so the same settings fit data
+          of any scale;
         - the generator's latent is a `MixtureLatent` of about
           `settings.components` equal, separate small Gaussians on a grid over
           [-2, 2]^d, so that it need not draw points between separate modes
           (a single Gaussian latent must); its input has `d + 1` numbers
           (`latent_dim`);
+        - the generator's loss has the energy term (`settings.energy_weight`,
+          `settings.energy_exponent`, distances in the data's standard
+          deviation) and the critic's the real-gradient penalty
+          (`settings.real_gradient_penalty`): without them the generator
+          draws each mode narrower than the data;
         - both networks are ReLU MLPs of `settings.widths`; both optimizers are
           Adam (beta_1 0.5, beta_2 0.9) with the rate decaying linearly from
           `settings.learning_rate` to `settings.final_learning_rate` over
@@ -258,16 +277,8 @@ class WGAN(_BackendSteps, keras.Model):
           updates).
 
         Train it for `settings.steps` steps on `WGAN.make_dataset(x,
-        settings.batch_size, settings.n_critic)`, then call
-        `kerasteps.models.reweight_mixture(model, x)`: it gives each component
-        of the latent the share of the data nearest to where the generator
-        sends it, less what it draws off the data, so that every mode is drawn
-        as often as the data has it and little is drawn between modes; and
-        where the data is dense but nothing is drawn (a mode that lost its
-        components in training), it moves an unused component to the latent
-        region that the generator maps there. Everything, the latent's
-        components, scales and probabilities and the data's scale included,
-        is saved in `.keras` files.
+        settings.batch_size, settings.n_critic)`. Everything, the latent's
+        components and the data's scale included, is saved in `.keras` files.
 
         Args:
             x: The training points, array-like of shape `(N, d)`, finite.
@@ -308,6 +319,7 @@ class WGAN(_BackendSteps, keras.Model):
             energy_weight=settings.energy_weight,
             energy_exponent=settings.energy_exponent,
             energy_unit=scaling.std,
+            real_gradient_penalty=settings.real_gradient_penalty * scaling.std,
         )
         model.compile(
             _point_wgan.adam(settings, settings.n_critic * settings.steps),
@@ -473,6 +485,7 @@ class WGAN(_BackendSteps, keras.Model):
                 "energy_weight": self.energy_weight,
                 "energy_exponent": self.energy_exponent,
                 "energy_unit": self.energy_unit,
+                "real_gradient_penalty": self.real_gradient_penalty,
             }
         )
         return config

@@ -52,7 +52,7 @@ def schedule(optimizer):
 def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
     assert settings == (
-        400, 0.1, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000, 1.0, 0.75
+        400, 0.1, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000, 1.0, 0.75, 0.12
     )  # fmt: skip
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
@@ -60,6 +60,9 @@ def test_point_defaults_are_the_ones_used(grid):
     assert model.gradient_penalty == pytest.approx(0.1 * std, rel=1e-6)
     assert (model.energy_weight, model.energy_exponent) == (1.0, 0.75)
     assert model.energy_unit == pytest.approx(std, rel=1e-6)
+    assert model.real_gradient_penalty == pytest.approx(
+        settings.real_gradient_penalty * std, rel=1e-6
+    )
     latent = model.generator.get_layer("mixture_latent")
     assert latent.centres.shape == (400, 2)
     assert latent.centres.min() == -2.0 and latent.centres.max() == 2.0

@@ -428,3 +428,46 @@ def test_energy_arguments_are_checked(kwargs, message):
     c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     with pytest.raises(ValueError, match=re.escape(message)):
         WGAN(g, c, latent_dim=2, **kwargs)
+
+
+class Quadratic(keras.layers.Layer):
+    """`D(x) = a * |x|^2`, whose gradient `2 a x` differs at every point."""
+
+    def build(self, input_shape):
+        self.a = self.add_weight(shape=(), initializer=keras.initializers.Constant(0.1))
+
+    def call(self, x):
+        return self.a * keras.ops.sum(x * x, axis=1, keepdims=True)
+
+
+def test_real_gradient_penalty_is_the_squared_gradient_at_the_real_points():
+    """Real points all at r = (3, 4), fake ones at 0, `D(x) = 0.1 |x|^2`: the
+    gradient is 0 at the fake points and at the interpolates `e * r` between, and
+    `|grad D(r)|^2 = (0.2 * 5)^2 = 1` at the real ones, so the penalty adds exactly
+    its weight to `d_loss` (the same seed draws the same interpolates)."""
+    x = np.tile(np.array([[3.0, 4.0]], "float32"), (64, 1))
+    losses = {}
+    for weight in (0.0, 0.5):
+        generator = keras.Sequential(
+            [keras.Input((2,)), keras.layers.Dense(2, kernel_initializer="zeros")]
+        )
+        critic = keras.Sequential([keras.Input((2,)), Quadratic()])
+        gan = WGAN(
+            generator, critic, 2, n_critic=1, seed=0, real_gradient_penalty=weight
+        )
+        gan.compile(keras.optimizers.SGD(0.0), keras.optimizers.SGD(0.0))
+        losses[weight] = gan.fit(x, batch_size=64, verbose=0).history["d_loss"][0]
+    assert losses[0.5] - losses[0.0] == pytest.approx(0.5, abs=1e-5)
+    # Without it: D(fake) - D(real) = -2.5, plus the interpolates' penalty
+    # 10 * mean((e - 1)^2), 10 / 3 in expectation (sd 0.37 over 64 draws).
+    assert losses[0.0] == pytest.approx(-2.5 + 10 / 3, abs=1.2)
+    assert gan.get_config()["real_gradient_penalty"] == 0.5
+
+
+@pytest.mark.parametrize("value", [-1.0, float("inf"), "1"])
+def test_real_gradient_penalty_is_checked(value):
+    g = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    message = "`real_gradient_penalty` must be a finite number > 0 or 0, received"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        WGAN(g, c, latent_dim=2, real_gradient_penalty=value)

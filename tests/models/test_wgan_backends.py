@@ -77,10 +77,11 @@ def tensorflow_run(tmp_path_factory):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_first_steps_match_tensorflow(backend, tensorflow_run, tmp_path):
-    """Gradient penalty, weight clipping and the energy term: the same losses,
-    counters, weights; a `.keras` file of either backend trains on in the other as
-    if never saved: counters and both optimizers restored. TensorFlow trains in
-    this process, the other backend in one subprocess."""
+    """Gradient penalty, weight clipping, the energy term and the real-gradient
+    penalty: the same losses, counters, weights; a `.keras` file of either backend
+    trains on in the other as if never saved: counters and both optimizers
+    restored. TensorFlow trains in this process, the other backend in one
+    subprocess."""
     saved = tmp_path / "gp.keras"
     here = run(backend, "--save", str(saved), "--load", str(tensorflow_run["file"]))
     assert here["backend"] == backend

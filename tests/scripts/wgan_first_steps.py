@@ -76,7 +76,12 @@ def build(n_critic: int, clip: bool, energy: bool = False) -> WGAN:
 
     kwargs = {"gradient_penalty": None, "clip_value": 0.05} if clip else {}
     if energy:
-        kwargs = {"energy_weight": 0.5, "energy_exponent": 0.75, "energy_unit": 2.0}
+        kwargs = {
+            "energy_weight": 0.5,
+            "energy_exponent": 0.75,
+            "energy_unit": 2.0,
+            "real_gradient_penalty": 0.3,
+        }
     gan = TableNoiseWGAN(
         mlp(LATENT, 2), mlp(2, 1), latent_dim=LATENT, n_critic=n_critic, **kwargs
     )
@@ -126,8 +131,8 @@ def train(gan: WGAN, steps: int) -> dict:
 
 def run(save: str | None = None, load: str | None = None) -> dict:
     """WGAN-GP 3+1 steps (saved after the third to `save`), clipping 3 steps,
-    WGAN-GP with the energy term 3 steps, and one step on from the file `load` (of
-    any backend)."""
+    WGAN-GP with the energy term and the real-gradient penalty 3 steps, and one
+    step on from the file `load` (of any backend)."""
     out = {"backend": keras.backend.backend()}
     gan = build(2, clip=False)
     out["gp"] = train(gan, 3)

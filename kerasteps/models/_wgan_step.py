@@ -66,21 +66,17 @@ def critic_batches(data: Any, n_critic: int, sample_shape: tuple) -> Any:
     return keras.ops.reshape(x[: batch * n_critic], (batch, n_critic, *sample_shape))
 
 
-def penalty_terms(gradients: Any, sample_rank: int) -> Any:
-    """`(||g|| - 1)^2` per example, the norm taken as `sqrt(sum(g^2) + 1e-12)`."""
-    gradients = keras.ops.cast(gradients, "float32")
-    axes = tuple(range(1, sample_rank + 1))
-    norm = keras.ops.sqrt(
-        keras.ops.sum(keras.ops.square(gradients), axis=axes) + GP_NORM_EPSILON
-    )
-    return keras.ops.square(norm - 1.0)
-
-
 def squared_norms(gradients: Any, sample_rank: int) -> Any:
     """`||g||^2` per example, in float32: the real-gradient penalty's terms."""
     gradients = keras.ops.cast(gradients, "float32")
     axes = tuple(range(1, sample_rank + 1))
     return keras.ops.sum(keras.ops.square(gradients), axis=axes)
+
+
+def penalty_terms(gradients: Any, sample_rank: int) -> Any:
+    """`(||g|| - 1)^2` per example, the norm taken as `sqrt(sum(g^2) + 1e-12)`."""
+    norm = keras.ops.sqrt(squared_norms(gradients, sample_rank) + GP_NORM_EPSILON)
+    return keras.ops.square(norm - 1.0)
 
 
 def scores(output: Any) -> Any:

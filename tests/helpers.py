@@ -40,10 +40,10 @@ def free_port() -> int:
 
 
 @functools.cache
-def load_script(name: str) -> types.ModuleType:
-    """A script of `tests/scripts` as a module, to run its functions in this process
-    (where the process boundary is not what a test checks)."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+def load_script(name: str, folder: Path = SCRIPTS) -> types.ModuleType:
+    """A script of `tests/scripts` (or of `folder`) as a module, to run its functions
+    in this process (where the process boundary is not what a test checks)."""
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

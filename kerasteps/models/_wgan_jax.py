@@ -152,31 +152,27 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
             )
             return scores(out), non_trainable
 
+        def summed(x, non_trainable):
+            """The scores' sum (to differentiate by `x`), the scores and state."""
+            out, non_trainable = critic(x, non_trainable)
+            return keras.ops.sum(out), (out, non_trainable)
+
+        real_terms = None
         if self.real_gradient_penalty:
-
-            def summed(x, non_trainable):
-                out, non_trainable = critic(x, non_trainable)
-                return keras.ops.sum(out), (out, non_trainable)
-
-            (_, (d_real, c_non_trainable)), grads = jax.value_and_grad(
+            (_, (d_real, c_non_trainable)), real_grads = jax.value_and_grad(
                 summed, has_aux=True
             )(real, c_non_trainable)
+            real_terms = squared_norms(real_grads, len(self._sample_shape))
         else:
             d_real, c_non_trainable = critic(real, c_non_trainable)
         d_fake, c_non_trainable = critic(fake, c_non_trainable)
         per_example = d_fake - d_real
-        if self.real_gradient_penalty:
-            terms = squared_norms(grads, len(self._sample_shape))
-            per_example = per_example + self.real_gradient_penalty * terms
+        if real_terms is not None:
+            per_example = per_example + self.real_gradient_penalty * real_terms
         penalty = None
         if e is not None:
             x_hat = e * real + (1.0 - e) * fake
-
-            def total(x, non_trainable):
-                out, non_trainable = critic(x, non_trainable)
-                return keras.ops.sum(out), non_trainable
-
-            grads, c_non_trainable = jax.grad(total, has_aux=True)(
+            grads, (_, c_non_trainable) = jax.grad(summed, has_aux=True)(
                 x_hat, c_non_trainable
             )
             terms = penalty_terms(grads, len(self._sample_shape))

@@ -355,16 +355,11 @@ def test_component_report_finds_the_components_that_make_the_strays():
     """`benchmarks/wgan_quality.py --components-report` on a generator whose answer
     is known: a mixture latent alone (the identity after it) with one component
     of width sigma on each of 4 modes and one 6 sigma beside a mode."""
-    import importlib.util
     from types import SimpleNamespace
 
-    from tests.helpers import ROOT
+    from tests.helpers import ROOT, load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "wgan_quality", ROOT / "benchmarks" / "wgan_quality.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("wgan_quality", ROOT / "benchmarks")
     sigma = 0.05
     modes = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 2.0]])
     satellite = modes[:1] + [[6 * sigma, 0.0]]

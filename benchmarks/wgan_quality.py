@@ -263,8 +263,9 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     batches = WGAN.make_dataset(
         x, settings.batch_size, settings.n_critic, seed=seed, repeat=True
     )
+    callbacks = [] if not args.trace else [trace_callback(case, seed, args.trace)]
     start, cpu = time.perf_counter(), time.process_time()
-    model.fit(batches, steps_per_epoch=settings.steps, verbose=0)
+    model.fit(batches, steps_per_epoch=settings.steps, verbose=0, callbacks=callbacks)
     fitted, fit_cpu = time.perf_counter(), time.process_time() - cpu
     figures = score(model.generate(SAMPLES, seed=seed + 1000), case)
     if args.components_report and case.mixture is not None:
@@ -287,6 +288,22 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     after = {f"reweighted_{key}": value for key, value in reweighted.items()}
     n_modes = None if case.mixture is None else len(case.mixture.centres)
     return {**figures, **after, "n_modes": n_modes, **times}
+
+
+def trace_callback(case: Case, seed: int, every: int) -> Any:
+    """A `StepCallback` that prints the generator's figures every `every` steps
+    (its fit time then includes the scoring)."""
+    from kerasteps.callbacks import StepCallback
+
+    class Trace(StepCallback):
+        def on_step(self, event: Any) -> None:
+            figures = score(self.model.generate(SAMPLES, seed=seed + 1000), case)
+            figures["n_modes"] = (
+                None if case.mixture is None else len(case.mixture.centres)
+            )
+            print(f"  step {event.step}: {figures_text(figures)}", flush=True)
+
+    return Trace(every=every)
 
 
 def component_report(model: Any, mixture: Any, per_component: int = 400) -> dict:
@@ -425,6 +442,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="after each run on data with modes, where the samples beyond 3 sigma "
         "come from: each latent component's width and its mean's distance to a mode",
+    )
+    parser.add_argument(
+        "--trace",
+        type=int,
+        metavar="N",
+        help="also print the generator's figures every N steps of each run",
     )
     parser.add_argument(
         "--reweight",

@@ -386,3 +386,21 @@ def test_component_report_finds_the_components_that_make_the_strays():
     line = bench.component_text(report)
     assert re.search(r"beyond 3 sigma: (19\.9\d|20\.00)% from 1 components whose", line)
     assert line.startswith("components: width 1.0")
+
+
+@pytest.mark.tensorflow_only("the benchmark script: one backend is enough")
+def test_benchmark_trace_prints_the_generators_figures_at_each_point(capsys):
+    """`benchmarks/wgan_quality.py --trace N` scores the generator every N steps;
+    its last point is the run's final generator, so it gives the run's figures."""
+    from tests.helpers import ROOT, load_script
+
+    bench = load_script("wgan_quality", ROOT / "benchmarks")
+    argv = "--mixture ring --scales 1 --seeds 0 --steps 4 --components 9 --spe 2"
+    bench.main([*argv.split(), "--trace", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    points = [line for line in lines if line.startswith("  step ")]
+    assert [p.split(":")[0] for p in points] == ["  step 2", "  step 4"]
+    (run,) = [line for line in lines if line.startswith("ring x1 seed 0: ")]
+    figures = points[-1].split(": ", 1)[1]
+    assert run.startswith(f"ring x1 seed 0: {figures}, misses ")
+    assert re.fullmatch(r"\d/8 modes, .* distance \d+\.\d\d", figures)

@@ -395,6 +395,7 @@ def test_benchmark_trace_prints_the_generators_figures_at_each_point(capsys):
     from tests.helpers import ROOT, load_script
 
     bench = load_script("wgan_quality", ROOT / "benchmarks")
+    bench.SAMPLES = 500  # each point scores this many samples; 2500 takes 1 s
     argv = "--mixture ring --scales 1 --seeds 0 --steps 4 --components 9 --spe 2"
     bench.main([*argv.split(), "--trace", "2"])
     lines = capsys.readouterr().out.splitlines()

@@ -138,6 +138,11 @@ class Case(NamedTuple):
     mixture: Any
     pacgan: bool  # PacGAN's 2-D ring or grid: the 3-sigma bounds apply
 
+    @property
+    def n_modes(self) -> int | None:
+        """How many modes the data has (None where it has none)."""
+        return None if self.mixture is None else len(self.mixture.centres)
+
 
 HELD_OUT = {
     "unequal": Case("unequal", UNEQUAL.sample, UNEQUAL, False),
@@ -248,6 +253,12 @@ def score(samples: np.ndarray, case: Case) -> dict:
     return figures
 
 
+def score_generator(model: Any, case: Case, seed: int) -> dict:
+    """`score` of `SAMPLES` points of the model's generator, drawn with the run's
+    scoring seed, so that every score of one run compares the same noise."""
+    return score(model.generate(SAMPLES, seed=seed + 1000), case)
+
+
 def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     """Trains one point WGAN on a data set and scores it."""
     import keras
@@ -267,7 +278,7 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     model.fit(batches, steps_per_epoch=settings.steps, verbose=0, callbacks=callbacks)
     fitted, fit_cpu = time.perf_counter(), time.process_time() - cpu
-    figures = score(model.generate(SAMPLES, seed=seed + 1000), case)
+    figures = score_generator(model, case, seed)
     if args.components_report and case.mixture is not None:
         figures["components"] = component_report(model, case.mixture)
     reweighted, reweight_s = {}, 0.0
@@ -277,7 +288,7 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
             warnings.simplefilter("ignore", DeprecationWarning)
             reweight_mixture(model, x)
         reweight_s = time.perf_counter() - reweighting
-        reweighted = score(model.generate(SAMPLES, seed=seed + 1000), case)
+        reweighted = score_generator(model, case, seed)
     end = time.perf_counter()
     times = {
         "fit_s": fitted - start,
@@ -286,8 +297,7 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
         "run_s": end - begin,
     }
     after = {f"reweighted_{key}": value for key, value in reweighted.items()}
-    n_modes = None if case.mixture is None else len(case.mixture.centres)
-    return {**figures, **after, "n_modes": n_modes, **times}
+    return {**figures, **after, "n_modes": case.n_modes, **times}
 
 
 def trace_callback(case: Case, seed: int, every: int) -> Any:
@@ -297,10 +307,10 @@ def trace_callback(case: Case, seed: int, every: int) -> Any:
 
     class Trace(StepCallback):
         def on_step(self, event: Any) -> None:
-            figures = score(self.model.generate(SAMPLES, seed=seed + 1000), case)
-            figures["n_modes"] = (
-                None if case.mixture is None else len(case.mixture.centres)
-            )
+            figures = {
+                **score_generator(self.model, case, seed),
+                "n_modes": case.n_modes,
+            }
             print(f"  step {event.step}: {figures_text(figures)}", flush=True)
 
     return Trace(every=every)

@@ -21,9 +21,8 @@ or collapsed generator fails: within 3 sigma has an upper bound (exact samples g
 share* (either way), and the *distance ratio* (energy distance to held-out exact
 samples over its median between exact pairs). `misses` names the targets missed.
 
-The generator alone is scored: `--reweight` applies the deprecated
-`reweight_mixture` after training and scores that too, beside it. The default
-seeds, 100-104, are the test seeds: the settings were tuned on others (0-4).
+The generator alone is scored: nothing post-processes it. The default seeds,
+100-104, are the test seeds: the settings were tuned on others (0-4).
 
 `--mixture held-out` trains, with the same settings, on data that no setting was
 tuned on: `unequal` (6 Gaussians on a hexagon, sigma 0.1, one holding 2 % of the
@@ -46,7 +45,7 @@ the runs that miss a target, and the wall time of `fit` and of the whole run.
 Usage:
 
     python benchmarks/wgan_quality.py   # seeds 100-104, ring and grid x0.5, x1, x10
-    python benchmarks/wgan_quality.py --mixture held-out --reweight
+    python benchmarks/wgan_quality.py --mixture held-out
     python benchmarks/wgan_quality.py --mixture ring --scales 2 --seeds 0 1
     python benchmarks/wgan_quality.py --mixture grid --scales 1 --components-report
 """
@@ -57,7 +56,6 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -190,7 +188,6 @@ def settings_from(args: argparse.Namespace) -> Any:
 
     fields = {
         "components": args.components,
-        "component_scale": args.component_scale,
         "widths": None if args.width is None else (args.width,) * args.depth,
         "n_critic": args.n_critic,
         "batch_size": args.batch,
@@ -200,6 +197,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         "energy_weight": args.energy_weight,
         "energy_exponent": args.energy_exponent,
         "real_gradient_penalty": args.real_gp,
+        "likelihood_weight": args.likelihood_weight,
+        "anchor_weight": args.anchor_weight,
     }
     return PointSettings(**{k: v for k, v in fields.items() if v is not None})
 
@@ -263,7 +262,7 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     """Trains one point WGAN on a data set and scores it."""
     import keras
 
-    from kerasteps.models import WGAN, reweight_mixture
+    from kerasteps.models import WGAN
 
     begin = time.perf_counter()
     keras.utils.set_random_seed(seed)
@@ -281,23 +280,13 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     figures = score_generator(model, case, seed)
     if args.components_report and case.mixture is not None:
         figures["components"] = component_report(model, case.mixture)
-    reweighted, reweight_s = {}, 0.0
-    if args.reweight:
-        reweighting = time.perf_counter()
-        with warnings.catch_warnings():  # deprecated: measured here, beside
-            warnings.simplefilter("ignore", DeprecationWarning)
-            reweight_mixture(model, x)
-        reweight_s = time.perf_counter() - reweighting
-        reweighted = score_generator(model, case, seed)
     end = time.perf_counter()
     times = {
         "fit_s": fitted - start,
         "fit_cpu_s": fit_cpu,
-        "reweight_s": reweight_s,
         "run_s": end - begin,
     }
-    after = {f"reweighted_{key}": value for key, value in reweighted.items()}
-    return {**figures, **after, "n_modes": case.n_modes, **times}
+    return {**figures, "n_modes": case.n_modes, **times}
 
 
 def trace_callback(case: Case, seed: int, every: int) -> Any:
@@ -321,16 +310,21 @@ def component_report(model: Any, mixture: Any, per_component: int = 400) -> dict
     of its mixture latent: each component's own width and the distance from its mean
     output to the nearest mode, both over the modes' sigma, and the share of all
     samples that lies beyond 3 sigma, split by how far the component's mean is."""
+    from scipy.stats import norm
+
     from kerasteps import mixtures
 
-    latent, *rest = model.generator.layers
-    centres, scales = latent.centres, latent.scales
-    k, d = centres.shape
+    latent = model.generator.get_layer("gaussian_components").latent
+    k, d = latent.centres.shape
+    # The last noise number picks a component through the normal CDF: its
+    # quantile at the middle of component j's interval picks j.
+    p = np.asarray(latent.probabilities, dtype=np.float64)
+    choice = norm.ppf(np.cumsum(p) - p / 2)
     noise = np.random.default_rng(0).standard_normal((k, per_component, d))
-    h = (centres[:, None, :] + scales[:, None, None] * noise).reshape(-1, d)
-    for layer in rest:
-        h = layer(h)
-    out = np.asarray(h, dtype=np.float64).reshape(k, per_component, -1)
+    picks = np.broadcast_to(choice[:, None, None], (k, per_component, 1))
+    z = np.concatenate([noise, picks], axis=-1).reshape(-1, d + 1).astype("float32")
+    out = model.generator.predict(z, batch_size=20_000, verbose=0)
+    out = np.asarray(out, dtype=np.float64).reshape(k, per_component, -1)
     sigma = mixture.std
     flat = out.reshape(k * per_component, -1)
     _, near = mixtures.nearest_modes(flat, mixture.centres)
@@ -437,7 +431,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group = parser.add_argument_group("PointSettings (default: its defaults)")
     group.add_argument("--steps", type=int)
     group.add_argument("--components", type=int)
-    group.add_argument("--component-scale", type=float)
     group.add_argument("--width", type=int)
     group.add_argument("--depth", type=int, default=3)
     group.add_argument("--n-critic", type=int)
@@ -447,6 +440,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--energy-weight", type=float)
     group.add_argument("--energy-exponent", type=float)
     group.add_argument("--real-gp", type=float, help="real_gradient_penalty")
+    group.add_argument("--likelihood-weight", type=float)
+    group.add_argument("--anchor-weight", type=float)
     parser.add_argument(
         "--components-report",
         action="store_true",
@@ -458,12 +453,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         metavar="N",
         help="also print the generator's figures every N steps of each run",
-    )
-    parser.add_argument(
-        "--reweight",
-        action="store_true",
-        help="also score the generator after the deprecated reweight_mixture "
-        "(beside its own)",
     )
     return parser.parse_args(argv)
 
@@ -496,12 +485,6 @@ def main(argv: list[str] | None = None) -> None:
                     f"{r['misses'] or 'none'}; fit {r['fit_s']:.1f} s "
                     f"({r['fit_cpu_s']:.0f} s CPU), run {r['run_s']:.1f} s"
                 )
-                if args.reweight:
-                    line += (
-                        f" | after reweight_mixture ({r['reweight_s']:.1f} s): "
-                        f"{figures_text(r, 'reweighted_')}, misses "
-                        f"{r['reweighted_misses'] or 'none'}"
-                    )
                 print(line, flush=True)
                 if "components" in r:
                     print("  " + component_text(r["components"]), flush=True)

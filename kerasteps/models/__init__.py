@@ -1,7 +1,6 @@
 from kerasteps.models.wgan import WGAN
 
 # isort: split
-from kerasteps.models._reweight import reweight_mixture
 from kerasteps.models.classifier import build_image_classifier
 from kerasteps.models.gan_builders import (
     build_image_critic,
@@ -9,12 +8,14 @@ from kerasteps.models.gan_builders import (
     build_point_critic,
     build_point_generator,
 )
+from kerasteps.models.gaussian_components import GaussianComponents
 from kerasteps.models.mixture_latent import MixtureLatent
 from kerasteps.models.mlp import build_mlp
 from kerasteps.models.point_settings import PointSettings
 
 __all__ = [
     "WGAN",
+    "GaussianComponents",
     "MixtureLatent",
     "PointSettings",
     "build_image_classifier",
@@ -23,5 +24,4 @@ __all__ = [
     "build_mlp",
     "build_point_critic",
     "build_point_generator",
-    "reweight_mixture",
 ]

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import keras
 import numpy as np
 
+from kerasteps.models.gaussian_components import GaussianComponents
 from kerasteps.models.mixture_latent import MixtureLatent
 from kerasteps.models.point_settings import PointSettings
 
@@ -57,17 +58,21 @@ def check_points(x: Any, components: int | None = None) -> np.ndarray:
 def networks(
     x: np.ndarray, settings: PointSettings
 ) -> tuple[keras.Model, keras.Model, Standardization]:
-    """The generator (mixture latent, MLP, back to the data's units) and the critic
-    (to standardized units, MLP, score times the data's std)."""
+    """The generator (a Gaussian per latent component, placed and shaped by an MLP
+    in standardized units) and the critic (to standardized units, MLP, score times
+    the data's std)."""
     scaling = Standardization.of(x)
     dim = x.shape[1]
-    latent = MixtureLatent.grid(
-        dim, settings.components, scale=settings.component_scale, name="mixture_latent"
+    latent = MixtureLatent.grid(dim, settings.components, name="mixture_latent")
+    components = GaussianComponents(
+        latent,
+        widths=settings.widths,
+        mean=scaling.mean,
+        std=scaling.std,
+        name="gaussian_components",
     )
     generator = keras.Sequential(
-        [keras.Input((dim + 1,)), latent, *_dense(settings.widths, dim)]
-        + [scaling.layer(invert=True)],
-        name="point_generator",
+        [keras.Input((dim + 1,)), components], name="point_generator"
     )
     # A critic of `std * h(standardized x)` has the gradient of `h` itself, so the
     # penalty (weighted by `std` as well) and Adam see the same numbers at any scale.

@@ -64,6 +64,8 @@ class Arguments(NamedTuple):
     energy_exponent: float
     energy_unit: float
     real_gradient_penalty: float
+    likelihood_weight: float
+    anchor_weight: float
 
 
 def arguments(
@@ -74,6 +76,8 @@ def arguments(
     seed: Any,
     energy: tuple[Any, Any, Any] = (0.0, 1.0, 1.0),
     real_gradient_penalty: Any = 0.0,
+    likelihood_weight: Any = 0.0,
+    anchor_weight: Any = 0.0,
 ) -> Arguments:
     """Checks the WGAN's scalar arguments, in this order; returns them checked.
     `energy` is `(energy_weight, energy_exponent, energy_unit)`."""
@@ -96,6 +100,14 @@ def arguments(
         real_gradient_penalty = check_positive_number(
             "real_gradient_penalty", real_gradient_penalty, allowed=" or 0"
         )
+    if likelihood_weight != 0:
+        likelihood_weight = check_positive_number(
+            "likelihood_weight", likelihood_weight, allowed=" or 0"
+        )
+    if anchor_weight != 0:
+        anchor_weight = check_positive_number(
+            "anchor_weight", anchor_weight, allowed=" or 0"
+        )
     return Arguments(
         latent_dim,
         n_critic,
@@ -106,7 +118,32 @@ def arguments(
         exponent,
         unit,
         float(real_gradient_penalty),
+        float(likelihood_weight),
+        float(anchor_weight),
     )
+
+
+def density_layer(generator: Any, args: Arguments) -> Any:
+    """The generator's layer with a `log_density` (the generator itself, or its
+    one such layer) when `likelihood_weight` or `anchor_weight` is > 0, else
+    None; raises `ValueError` for a generator without one."""
+    if not (args.likelihood_weight or args.anchor_weight):
+        return None
+    if hasattr(generator, "log_density"):
+        return generator
+    found = [
+        layer
+        for layer in getattr(generator, "layers", [])
+        if hasattr(layer, "log_density")
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            "`likelihood_weight` or `anchor_weight` > 0 needs a generator whose "
+            "samples are a Gaussian mixture: one layer with a `log_density` and a "
+            "`mean_distances` method, such as "
+            f"`GaussianComponents`; {generator.name!r} has {len(found)}."
+        )
+    return found[0]
 
 
 def uses_float16(layer: keras.Layer) -> bool:

@@ -199,7 +199,13 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         out, c_non_trainable = self.critic.stateless_call(
             c_trainable, c_non_trainable, fake, training=True
         )
-        g_loss, energy = generator_loss(self, scores(out), fake, real)
+        # The likelihood term reads the generator's variables: the traced ones.
+        variables = self.generator.trainable_variables + (
+            self.generator.non_trainable_variables
+        )
+        mapping = zip(variables, [*g_trainable, *g_non_trainable], strict=True)
+        with keras.StatelessScope(state_mapping=list(mapping)):
+            g_loss, energy = generator_loss(self, scores(out), fake, real)
         scaled = _scale(self.g_optimizer, opt_values, g_loss)
         return scaled, (g_loss, energy, g_non_trainable, c_non_trainable)
 

@@ -86,10 +86,21 @@ def scores(output: Any) -> Any:
 
 def generator_loss(model: Any, fake_scores: Any, fake: Any, real: Any) -> tuple:
     """The generator's loss, `-E[D(fake)]` plus the weighted energy term of a
-    model with `energy_weight > 0`, and that term's unweighted value (else None).
+    model with `energy_weight > 0`, the weighted negative log-density of the real
+    batch of one with `likelihood_weight > 0`, and the weighted mean distance from
+    the generator's components to the real batch of one with `anchor_weight > 0`;
+    and the energy term's unweighted value (else None).
 
     `real` is the first critic batch of real examples."""
     loss = -keras.ops.mean(fake_scores)
+    if model.likelihood_weight:
+        log_density = model._log_density(keras.ops.cast(real, "float32"))
+        loss = loss - model.likelihood_weight * keras.ops.mean(log_density)
+    if model.anchor_weight:
+        distances, probabilities = model._mean_distances(
+            keras.ops.cast(real, "float32")
+        )
+        loss = loss + model.anchor_weight * keras.ops.sum(probabilities * distances)
     if not model.energy_weight:
         return loss, None
     energy = energy_distance(

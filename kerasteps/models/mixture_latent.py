@@ -74,7 +74,7 @@ class MixtureLatent(keras.layers.Layer):
             )
         self.scale = check_positive_number("scale", scale)
         # Variables, so that checkpoints and `.keras` weights carry what
-        # `reweight_mixture` sets after training.
+        # `assign_probabilities` and `assign_components` set.
         k, d = centres.shape
         self.probabilities = self._state((k,), "probabilities")
         self._centres = self._state((k, d), "centres")
@@ -169,14 +169,50 @@ class MixtureLatent(keras.layers.Layer):
         else:
             super().load_own_variables(store)
 
+    def component(self, choice: Any) -> Any:
+        """The component each standard normal `choice` picks: `k` with probability
+        `probabilities[k]`, as `call` picks it from its inputs' last number.
+
+        Args:
+            choice: Standard normal numbers, shape `(batch,)`.
+
+        Returns:
+            The components' indices, int32 of shape `(batch,)`.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> layer = MixtureLatent([[0.0], [1.0]])
+        >>> [int(k) for k in layer.component([-1.0, 1.0])]
+        [0, 1]
+        """
+        ops = keras.ops
+        choice = ops.cast(ops.convert_to_tensor(choice), "float32")
+        cdf = 0.5 * (1.0 + ops.erf(choice / np.sqrt(2.0)))
+        # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
+        bounds = ops.cumsum(ops.convert_to_tensor(self.probabilities))[:-1]
+        return ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
+
+    def centres_of(self, component: Any) -> Any:
+        """The centres of the components `component` (int indices), as a tensor
+        `(batch, d)` that can be traced, where `centres` is a NumPy copy.
+
+        Args:
+            component: Int indices of shape `(batch,)`.
+
+        Example:
+
+        >>> from kerasteps.models import MixtureLatent
+        >>> layer = MixtureLatent([[0.0], [5.0]])
+        >>> [float(c[0]) for c in layer.centres_of([1, 0])]
+        [5.0, 0.0]
+        """
+        return keras.ops.take(keras.ops.convert_to_tensor(self._centres), component, 0)
+
     def call(self, inputs: Any) -> Any:
         ops = keras.ops
         inputs = ops.convert_to_tensor(inputs, dtype=self.compute_dtype)
-        position, choice = inputs[:, : self.dim], inputs[:, self.dim]
-        cdf = 0.5 * (1.0 + ops.erf(ops.cast(choice, "float32") / np.sqrt(2.0)))
-        # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
-        bounds = ops.cumsum(ops.convert_to_tensor(self.probabilities))[:-1]
-        component = ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
+        position, component = inputs[:, : self.dim], self.component(inputs[:, self.dim])
         centres = ops.take(ops.cast(self._centres, self.compute_dtype), component, 0)
         scales = ops.take(ops.cast(self._scales, self.compute_dtype), component, 0)
         return centres + scales[:, None] * position

@@ -17,13 +17,11 @@ class PointSettings(NamedTuple):
     so they do not depend on the data's scale.
 
     Attributes:
-        components: About how many components the generator's mixture latent
-            has (`MixtureLatent.grid`: 400 on a 20x20 grid for 2-D points, 343
-            for 3-D). Default 400.
-        component_scale: Standard deviation of each component over the grid's
-            spacing. Default 0.1.
-        widths: Hidden layer widths of both MLPs (ReLU). Default
-            `(64, 64, 64)`.
+        components: About how many Gaussians the generator draws from
+            (`GaussianComponents` on `MixtureLatent.grid`: 100 on a 10x10 grid
+            for 2-D points, 125 for 3-D, 2**d from 6-D up). Default 100.
+        widths: Hidden layer widths of both MLPs (ReLU); the generator's MLP
+            gives each component its mean and shape. Default `(64, 64, 64)`.
         n_critic: Critic updates per generator update. Default 3.
         batch_size: Examples per critic batch and per generator batch.
             Default 128.
@@ -38,8 +36,16 @@ class PointSettings(NamedTuple):
             Default 1.0.
         energy_exponent: Its exponent of the distances, in (0, 2). Default 0.75.
         real_gradient_penalty: Weight of the zero-centred gradient penalty on
-            the real points (`WGAN`'s "Real-gradient penalty"; 0 for none), in
-            standardized units. Default 0.12.
+            the real points (`WGAN`'s "Real-gradient penalty"), in standardized
+            units. Default 0.0: none (the likelihood term now makes the
+            components as wide as the data; the penalty widened them further).
+        likelihood_weight: Weight of the real batch's negative log-density
+            under the generator's mixture in the generator's loss (`WGAN`'s
+            "Likelihood term"; 0 for none), in standardized units.
+            Default 0.0035.
+        anchor_weight: Weight of the distance from each component's mean to
+            the nearest real point of the batch in the generator's loss
+            (`WGAN`'s "Anchor term"; 0 for none). Default 1.0.
 
     Example:
 
@@ -48,8 +54,7 @@ class PointSettings(NamedTuple):
     (3, 3000)
     """
 
-    components: int = 400
-    component_scale: float = 0.1
+    components: int = 100
     widths: tuple[int, ...] = (64, 64, 64)
     n_critic: int = 3
     batch_size: int = 128
@@ -59,4 +64,6 @@ class PointSettings(NamedTuple):
     steps: int = 10000
     energy_weight: float = 1.0
     energy_exponent: float = 0.75
-    real_gradient_penalty: float = 0.12
+    real_gradient_penalty: float = 0.0
+    likelihood_weight: float = 0.0035
+    anchor_weight: float = 1.0

@@ -111,11 +111,33 @@ class WGAN(_BackendSteps, keras.Model):
     the real examples are, the critic no longer narrows them. `WGAN.for_points`
     turns it on.
 
+    **Likelihood term.** With `likelihood_weight > 0` the generator's loss adds
+    `-likelihood_weight * E[log p(real)]`, the negative log-density of the first
+    critic batch under the generator's own distribution. The generator must have
+    one, a layer with `log_density` such as `GaussianComponents`, whose samples
+    are a Gaussian mixture. The critic and the energy term bring each component
+    to a mode but leave it narrower than the data; the log-density, which is
+    highest when the components cover the real points as widely as they lie,
+    makes them as wide. It cannot find the modes alone: started from random
+    components, maximum likelihood leaves most of the data to a few.
+    `WGAN.for_points` turns it on.
+
+    **Anchor term.** With `anchor_weight > 0` the generator's loss adds
+    `anchor_weight * sum_k p_k min_j |m_k - real_j|`: the distance from each
+    component's mean `m_k` to the nearest example of the first critic batch,
+    weighted by the component's probability `p_k` (the generator needs
+    `GaussianComponents`, as for the likelihood term). The likelihood weighs a
+    component by the share of the real examples it explains, and the critic is
+    flat near the real examples (real-gradient penalty): a component left
+    beside a mode, or between two, feels neither. This pulls it in with a force
+    that does not fade with its distance. `WGAN.for_points` turns it on.
+
     **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`
-    (energy term included), `wasserstein` (the critic's estimate `E[D(real)] -
-    E[D(fake)]`), `gradient_penalty` (WGAN-GP only, the unweighted mean penalty),
-    `energy_distance` (with the energy term only, unweighted), `d_step` and
-    `g_step`. The metrics are `keras.metrics.Mean` trackers reset every epoch.
+    (energy, likelihood and anchor terms included), `wasserstein` (the critic's
+    estimate `E[D(real)] - E[D(fake)]`), `gradient_penalty` (WGAN-GP only, the
+    unweighted mean penalty), `energy_distance` (with the energy term only,
+    unweighted), `d_step` and `g_step`. The metrics are `keras.metrics.Mean`
+    trackers reset every epoch.
 
     **Optimizers.** `compile(d_optimizer, g_optimizer)`; without them WGAN-GP
     uses `Adam(1e-4, beta_1=0.5, beta_2=0.9)` and weight clipping uses
@@ -160,6 +182,12 @@ class WGAN(_BackendSteps, keras.Model):
         real_gradient_penalty: Weight (>= 0) of a zero-centred gradient
             penalty on the real examples (see "Real-gradient penalty").
             Defaults to `0.0`: none.
+        likelihood_weight: Weight (>= 0) of the real batch's negative
+            log-density in the generator's loss (see "Likelihood term").
+            Defaults to `0.0`: none.
+        anchor_weight: Weight (>= 0) of the components' distance to the real
+            batch in the generator's loss (see "Anchor term"). Defaults to
+            `0.0`: none.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     Example:
@@ -196,6 +224,8 @@ class WGAN(_BackendSteps, keras.Model):
         energy_exponent: float = 1.0,
         energy_unit: float = 1.0,
         real_gradient_penalty: float = 0.0,
+        likelihood_weight: float = 0.0,
+        anchor_weight: float = 0.0,
         **kwargs: Any,
     ):
         args = checks.arguments(
@@ -206,8 +236,11 @@ class WGAN(_BackendSteps, keras.Model):
             seed,
             (energy_weight, energy_exponent, energy_unit),
             real_gradient_penalty,
+            likelihood_weight,
+            anchor_weight,
         )
         sample_shape = checks.networks(generator, critic, args.latent_dim)
+        density = checks.density_layer(generator, args)
         super().__init__(**kwargs)
         self.generator = generator
         self.critic = critic
@@ -220,6 +253,11 @@ class WGAN(_BackendSteps, keras.Model):
         self.energy_exponent = args.energy_exponent
         self.energy_unit = args.energy_unit
         self.real_gradient_penalty = args.real_gradient_penalty
+        self.likelihood_weight = args.likelihood_weight
+        self.anchor_weight = args.anchor_weight
+        # Bound methods, not the layer: the generator already tracks the layer.
+        self._log_density = getattr(density, "log_density", None)
+        self._mean_distances = getattr(density, "mean_distances", None)
         self._sample_shape = sample_shape
         self._seed_generator = keras.random.SeedGenerator(args.seed, name="wgan_seed")
         self.d_step = self._add_counter("d_step")
@@ -320,6 +358,8 @@ class WGAN(_BackendSteps, keras.Model):
             energy_exponent=settings.energy_exponent,
             energy_unit=scaling.std,
             real_gradient_penalty=settings.real_gradient_penalty * scaling.std,
+            likelihood_weight=settings.likelihood_weight * scaling.std,
+            anchor_weight=settings.anchor_weight,
         )
         model.compile(
             _point_wgan.adam(settings, settings.n_critic * settings.steps),
@@ -486,6 +526,8 @@ class WGAN(_BackendSteps, keras.Model):
                 "energy_exponent": self.energy_exponent,
                 "energy_unit": self.energy_unit,
                 "real_gradient_penalty": self.real_gradient_penalty,
+                "likelihood_weight": self.likelihood_weight,
+                "anchor_weight": self.anchor_weight,
             }
         )
         return config

@@ -191,11 +191,17 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #
 # - both work in standardized units (the data's mean, and one standard deviation over
 #   all coordinates, saved in the model), so the same settings fit data of any scale;
-# - the generator's noise is a mixture of 400 equal, separate small Gaussians on a
-#   20x20 grid (`MixtureLatent`; about 400 in any dimension): the generator need not
-#   draw points between separate modes, which a single Gaussian forces it to (a
-#   continuous map of a connected set is connected); it learns where each component
-#   goes (it starts random);
+# - the generator draws from a mixture of equal Gaussians (`GaussianComponents`):
+#   the noise picks one of the components of a grid in the latent
+#   (`MixtureLatent.grid`: 100 on a 10x10 grid for 2-D points, 125 for 3-D, 2**d from
+#   6-D up, 8192 in 13-D, the most it takes), and an MLP of that component's centre
+#   gives its mean and shape. Separate components can cover separate modes, where a
+#   single Gaussian noise would force points between them (a continuous map of a
+#   connected set is connected); each starts at a random place and is moved there;
+# - the generator's loss has the critic's score, the energy distance to a real batch
+#   and the real batch's negative log-density under the generator's own mixture: the
+#   critic and the energy term bring the components to the modes, the density makes
+#   them as wide as the data; the critic's loss has the real-gradient penalty;
 # - ReLU MLPs of 3x64 for both, `n_critic` 3, batch 128, penalty weight 0.1, and
 #   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
 #   (10000 by default).
@@ -324,10 +330,10 @@ def make_training(
         check_one_step(x, settings.n_critic, settings.batch_size)
         check_dimensions(x, settings.components)
         model = WGAN.for_points(x, settings, seed=seed)
-        latent = model.generator.get_layer("mixture_latent")
+        latent = model.generator.get_layer("gaussian_components").latent
         kind = (
             f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
-            f"standardized units, mixture latent of {len(latent.centres)} components)"
+            f"standardized units, a mixture of {len(latent.centres)} Gaussians)"
         )
         return Training(model, settings.steps, settings.batch_size, kind)
     settings = choose_settings(x, variant, options)

@@ -14,7 +14,7 @@ import pytest
 
 import kerasteps
 from kerasteps import mixtures
-from kerasteps.models import WGAN, MixtureLatent, PointSettings, reweight_mixture
+from kerasteps.models import WGAN, MixtureLatent, PointSettings
 from kerasteps.sample_quality import GaussianMixture, sample_quality
 
 pytestmark = pytest.mark.neutral
@@ -33,12 +33,6 @@ def fit(model, x, settings, steps):
     model.fit(batches, steps_per_epoch=steps, verbose=0)
 
 
-def reweight(model, x, **kwargs):
-    """`reweight_mixture`, which is deprecated: it warns, naming why."""
-    with pytest.warns(DeprecationWarning, match="narrows the samples"):
-        return reweight_mixture(model, x, **kwargs)
-
-
 def schedule(optimizer):
     config = optimizer.get_config()["learning_rate"]["config"]
     return (
@@ -52,7 +46,8 @@ def schedule(optimizer):
 def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
     assert settings == (
-        400, 0.1, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000, 1.0, 0.75, 0.12
+        100, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000, 1.0, 0.75, 0.0, 0.0035,
+        1.0,
     )  # fmt: skip
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
@@ -63,10 +58,15 @@ def test_point_defaults_are_the_ones_used(grid):
     assert model.real_gradient_penalty == pytest.approx(
         settings.real_gradient_penalty * std, rel=1e-6
     )
-    latent = model.generator.get_layer("mixture_latent")
-    assert latent.centres.shape == (400, 2)
+    assert model.likelihood_weight == pytest.approx(0.0035 * std, rel=1e-6)
+    assert model.anchor_weight == 1.0
+    components = model.generator.get_layer("gaussian_components")
+    assert components.std == pytest.approx(std, rel=1e-6)
+    np.testing.assert_allclose(components.mean, grid.mean(0), rtol=1e-6)
+    latent = components.latent
+    assert latent.centres.shape == (100, 2)
     assert latent.centres.min() == -2.0 and latent.centres.max() == 2.0
-    assert latent.scale == pytest.approx(0.1 * 4.0 / 19.0)
+    assert latent.scale == pytest.approx(0.1 * 4.0 / 9.0)
     for network in (model.generator, model.critic):
         dense = [layer for layer in network._flatten_layers() if "dense" in layer.name]
         assert [layer.units for layer in dense][:3] == [64, 64, 64]
@@ -89,103 +89,16 @@ def test_for_points_is_the_same_at_any_scale_and_saves(grid, tmp_path):
         assert model.step_counters() == {"d_step": 12, "g_step": 4}
         samples.append(model.generate(50, seed=1))
     np.testing.assert_allclose(samples[1], 10.0 * samples[0], rtol=1e-3, atol=1e-3)
-    probabilities = reweight(model, grid * 10.0)
     path = tmp_path / "points.keras"
     model.save(path)
     loaded = kerasteps.load_model(path)
-    latent = loaded.generator.get_layer("mixture_latent")
-    np.testing.assert_array_equal(np.asarray(latent.probabilities), probabilities)
     np.testing.assert_array_equal(
         loaded.generate(50, seed=1), model.generate(50, seed=1)
     )
-    assert loaded.generator.get_layer("mixture_latent").scale == pytest.approx(0.2)
-
-
-def test_reweight_mixture_weights_components_by_the_data():
-    """Components at two clusters of data (3:1), one between them, and one at the
-    edge of the first cluster: the clusters are drawn as the data has them, the
-    component between them never, the one at the edge for much less than its share
-    of the data (most of what it draws is off the data)."""
-    rng = np.random.default_rng(0)
-    x = np.concatenate([rng.normal(0.0, 0.1, (300, 2)), rng.normal(0.0, 0.1, (100, 2))])
-    x[300:, 0] += 10.0
-    centres = np.array([[0.0, 0.0], [5.0, 0.0], [10.0, 0.0], [0.0, 0.3]])
-    latent = MixtureLatent(centres, scale=0.1, name="mixture_latent")
-    generator = keras.Sequential([keras.Input((3,)), latent])
-    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model = WGAN(generator, critic, latent_dim=3)
-    probabilities = reweight(model, x)
-    np.testing.assert_array_equal(np.asarray(latent.probabilities), probabilities)
-    nearest = ((x[:, None, :] - centres) ** 2).sum(-1).argmin(1)
-    share = np.bincount(nearest, minlength=4) / len(x)
-    assert share[3] > 0.03  # the edge component is nearest to some of the data
-    assert probabilities[1] == 0.0
-    assert probabilities[3] < 0.5 * share[3]
-    assert abs(probabilities[2] - 0.25) < 0.03
-    assert abs(probabilities[0] + probabilities[3] - 0.75) < 0.03
-    samples = model.generate(4000, seed=0)
-    assert abs((samples[:, 0] > 5.0).mean() - probabilities[2]) < 0.02
-    assert not ((samples[:, 0] > 2.5) & (samples[:, 0] < 7.5)).any()
-
-
-@pytest.mark.parametrize("sigmas, drawn", [(2.6, True), (3.2, False)])
-def test_reweight_mixture_decides_a_component_beside_a_mode_the_same_way_every_time(
-    sigmas, drawn
-):
-    """8 modes of sigma 0.1, 100,000 points, a component on each, and a narrow
-    one `sigmas` beside the first: inside the data's 99 % density level (about
-    3.03 sigma) it gets data on every seed, outside it never. The density is
-    measured against all 100,000 points; against 10,000 (before) the one at
-    3.2 sigma was drawn on seed 0 (a trained ring at x0.5 lost 4 % of its
-    samples to such a component)."""
-    probabilities = []
-    for seed in range(8):
-        rng = np.random.default_rng(seed)
-        modes = np.stack([np.arange(8) * 10.0, np.zeros(8)], axis=1)
-        x = modes[rng.integers(8, size=100_000)] + rng.normal(0.0, 0.1, (100_000, 2))
-        centres = np.concatenate([modes, [[0.1 * sigmas, 0.0]]])
-        latent = MixtureLatent(centres, scale=0.005, name="mixture_latent")
-        generator = keras.Sequential([keras.Input((3,)), latent])
-        critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-        model = WGAN(generator, critic, latent_dim=3)
-        probabilities.append(reweight(model, x, seed=seed)[-1])
-    assert (np.array(probabilities) > 0.005).all() if drawn else not any(probabilities)
-
-
-def test_reweight_mixture_places_a_component_where_the_generator_draws_nothing(
-    tmp_path,
-):
-    """Data at (0, 0) and (1, 0) (3:1), components at (0, 0) and far off the
-    data: the generator (here the identity) maps latent points to (1, 0), but no
-    component draws them, as when a trained generator loses a mode. An unused
-    component moves there, narrowed to its region, and gets the data's share;
-    the saved model keeps it."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(0.0, 0.02, (20_000, 2))
-    x[15_000:, 0] += 1.0
-    centres = [[0.0, 0.0], [4.0, 4.0], [4.0, 0.0], [0.0, 4.0]]
-    latent = MixtureLatent(centres, scale=0.01, name="mixture_latent")
-    generator = keras.Sequential([keras.Input((3,)), latent])
-    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model = WGAN(generator, critic, latent_dim=3)
-    probabilities = reweight(model, x)
-    moved = np.flatnonzero(np.abs(latent.centres - [1.0, 0.0]).max(axis=1) < 0.02)
-    assert len(moved) == 1 and moved[0] in (1, 2, 3)
-    assert latent.scales[moved[0]] == pytest.approx(0.01)  # its region is wider
-    assert probabilities[moved[0]] == pytest.approx(0.25, abs=0.02)
-    assert probabilities[0] == pytest.approx(0.75, abs=0.02)
-    samples = model.generate(4000, seed=0)
-    assert abs((samples[:, 0] > 0.5).mean() - 0.25) < 0.03
-    nearest_mode = np.minimum(
-        np.hypot(*samples.T), np.hypot(samples[:, 0] - 1.0, samples[:, 1])
-    )
-    assert (nearest_mode < 0.06).all()
-    path = tmp_path / "placed.keras"
-    model.save(path)
-    loaded = kerasteps.load_model(path)
-    np.testing.assert_array_equal(
-        loaded.generate(100, seed=1), model.generate(100, seed=1)
-    )
+    components = loaded.generator.get_layer("gaussian_components")
+    assert components.latent.centres.shape == (9, 2)
+    assert components.std == pytest.approx(10.0 * float(np.std(grid - grid.mean(0))))
+    assert loaded.likelihood_weight == pytest.approx(model.likelihood_weight)
 
 
 def test_for_points_trains_points_of_3_dimensions():
@@ -194,7 +107,8 @@ def test_for_points_trains_points_of_3_dimensions():
     model = WGAN.for_points(x, settings, seed=0)
     fit(model, x, settings, 2)
     assert model.latent_dim == 4
-    assert model.generator.get_layer("mixture_latent").centres.shape == (343, 3)
+    latent = model.generator.get_layer("gaussian_components").latent
+    assert latent.centres.shape == (125, 3)
     assert model.generate(7, seed=0).shape == (7, 3)
 
 

@@ -1,0 +1,130 @@
+"""Tests for `GaussianComponents` and `WGAN(likelihood_weight=...)`."""
+
+import keras
+import numpy as np
+import pytest
+
+import kerasteps
+from kerasteps.models import WGAN, GaussianComponents, MixtureLatent
+
+pytestmark = pytest.mark.neutral
+
+
+def placed(centres, sigma, mean=(0.0, 0.0), std=1.0, probabilities=None):
+    """Components with no hidden layer, set so that component k is
+    `N(mean + std * centres[k], (std * sigma)^2 I)`."""
+    latent = MixtureLatent(centres, probabilities)
+    layer = GaussianComponents(latent, (), mean, std, factor_scale=0.1)
+    layer.build((None, 3))
+    kernel = np.zeros((2, 6), "float32")
+    kernel[:, :2] = np.eye(2)  # the mean is the centre
+    bias = np.zeros(6, "float32")
+    bias[2:] = np.eye(2).ravel() * sigma / layer.factor_scale  # the factor sigma * I
+    layer.head.set_weights([kernel, bias])
+    return layer
+
+
+def draws(layer, n, seed=0):
+    z = np.random.default_rng(seed).standard_normal((n, 3)).astype("float32")
+    return np.asarray(layer(z))
+
+
+def test_components_draw_and_score_the_mixture_they_are():
+    centres = np.array([[0.0, 0.0], [4.0, 0.0]])
+    layer = placed(centres, 0.5, mean=(1.0, -1.0), std=2.0, probabilities=[0.75, 0.25])
+    x = draws(layer, 40_000)
+    right = x[:, 0] > 5.0  # the second component sits at 1 + 2 * 4 = 9
+    assert right.mean() == pytest.approx(0.25, abs=0.01)
+    np.testing.assert_allclose(x[~right].mean(0), [1.0, -1.0], atol=0.02)
+    np.testing.assert_allclose(x[right].mean(0), [9.0, -1.0], atol=0.03)
+    np.testing.assert_allclose(x[right].std(0), [1.0, 1.0], rtol=0.03)
+
+    points = np.array([[1.0, -1.0], [9.0, -1.0], [5.0, 0.0]])
+    expected = np.log(
+        sum(
+            p * np.exp(-0.5 * ((points - c) ** 2).sum(1)) / (2 * np.pi)
+            for p, c in ((0.75, [1.0, -1.0]), (0.25, [9.0, -1.0]))
+        )
+    )
+    np.testing.assert_allclose(layer.log_density(points), expected, rtol=1e-5)
+
+
+def test_components_save_and_load_with_their_shape(tmp_path):
+    layer = placed(np.array([[0.0, 0.0], [3.0, 0.0]]), 0.2, mean=(1.0, 2.0), std=3.0)
+    model = keras.Sequential([keras.Input((3,)), layer])
+    path = tmp_path / "generator.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path).layers[0]
+    z = np.random.default_rng(1).standard_normal((64, 3)).astype("float32")
+    np.testing.assert_allclose(loaded(z), layer(z), rtol=1e-6)
+    points = draws(layer, 5)
+    np.testing.assert_allclose(
+        loaded.log_density(points), layer.log_density(points), rtol=1e-6
+    )
+    assert (loaded.std, loaded.mean.tolist()) == (3.0, [1.0, 2.0])
+
+
+def test_the_likelihood_term_makes_the_components_as_wide_as_the_data():
+    """On every backend the term's gradient reaches the generator: trained with
+    the likelihood term alone (critic scores weigh nothing beside it), narrow
+    components on the two modes widen to the data's sigma of 0.3."""
+    rng = np.random.default_rng(0)
+    modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
+    x = modes[rng.integers(2, size=4096)] + 0.3 * rng.standard_normal((4096, 2))
+    layer = placed(modes / 2.0, 0.05, std=2.0)  # on the modes, 0.1 wide
+    generator = keras.Sequential([keras.Input((3,)), layer])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    gan = WGAN(generator, critic, latent_dim=3, n_critic=1, likelihood_weight=100.0)
+    gan.compile(
+        keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05), jit_compile=False
+    )
+    before = -float(np.mean(layer.log_density(x)))
+    gan.fit(x.astype("float32"), batch_size=256, epochs=4, verbose=0)
+    after = -float(np.mean(layer.log_density(x)))
+    assert after < before - 1.0, (before, after)
+    samples = gan.generate(4000, seed=0)
+    offsets = samples - modes[(samples[:, 0] > 0).astype(int)]
+    np.testing.assert_allclose(offsets.std(0), [0.3, 0.3], rtol=0.15)
+
+
+def test_a_likelihood_weight_needs_a_generator_with_a_density():
+    generator = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    with pytest.raises(
+        ValueError, match="one layer with a `log_density` and a `mean_distances` method"
+    ):
+        WGAN(generator, critic, latent_dim=2, likelihood_weight=1.0)
+    with pytest.raises(ValueError, match="`likelihood_weight` must be"):
+        WGAN(generator, critic, latent_dim=2, likelihood_weight=-1.0)
+
+
+def test_components_refuse_bad_arguments():
+    with pytest.raises(ValueError, match="`latent` must be a MixtureLatent"):
+        GaussianComponents(keras.layers.Dense(2))
+    with pytest.raises(ValueError, match="`mean` must be 2 finite numbers"):
+        GaussianComponents(MixtureLatent([[0.0, 0.0]]), mean=[0.0])
+    with pytest.raises(ValueError, match="`std` must be"):
+        GaussianComponents(MixtureLatent([[0.0, 0.0]]), std=0.0)
+
+
+def test_a_point_wgan_saved_mid_run_resumes_with_its_density(tmp_path):
+    """`for_points`'s likelihood weight and components come back from `.keras`."""
+    from kerasteps import mixtures
+    from kerasteps.models import PointSettings
+
+    x, _ = mixtures.ring_of_gaussians(1000, radius=1.0, seed=0)
+    settings = PointSettings(components=4, widths=(8,), batch_size=32, steps=3)
+    model = WGAN.for_points(x, settings, seed=0)
+    batches = WGAN.make_dataset(x, 32, settings.n_critic, seed=0, repeat=True)
+    model.fit(batches, steps_per_epoch=2, verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = kerasteps.load_model(tmp_path / "m.keras")
+    assert loaded.likelihood_weight == model.likelihood_weight > 0
+    density = loaded.generator.get_layer("gaussian_components").log_density(x[:8])
+    np.testing.assert_allclose(
+        density,
+        model.generator.get_layer("gaussian_components").log_density(x[:8]),
+        rtol=1e-6,
+    )
+    loaded.fit(batches, steps_per_epoch=1, verbose=0)
+    assert loaded.step_counters() == {"d_step": 9, "g_step": 3}

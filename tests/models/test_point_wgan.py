@@ -14,10 +14,12 @@ import pytest
 
 import kerasteps
 from kerasteps import mixtures
-from kerasteps.models import WGAN, MixtureLatent, PointSettings
+from kerasteps.models import WGAN, GaussianComponents, MixtureLatent, PointSettings
 from kerasteps.sample_quality import GaussianMixture, sample_quality
 
 pytestmark = pytest.mark.neutral
+
+NAME = "gaussian_components"  # what `WGAN.for_points` names its generator's layer
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +69,11 @@ def test_point_defaults_are_the_ones_used(grid):
     assert latent.centres.shape == (100, 2)
     assert latent.centres.min() == -2.0 and latent.centres.max() == 2.0
     assert latent.scale == pytest.approx(0.1 * 4.0 / 9.0)
-    for network in (model.generator, model.critic):
-        dense = [layer for layer in network._flatten_layers() if "dense" in layer.name]
-        assert [layer.units for layer in dense][:3] == [64, 64, 64]
-        assert all(layer.activation.__name__ == "relu" for layer in dense[:3])
+    critic = [layer for layer in model.critic.layers if "dense" in layer.name]
+    for dense in (components.hidden, critic[:3]):
+        assert [layer.units for layer in dense] == [64, 64, 64]
+        assert all(layer.activation.__name__ == "relu" for layer in dense)
+    assert (components.head.units, critic[3].units) == (2 + 2 * 2, 1)
     assert schedule(model.g_optimizer) == (2e-3, 10000, 1e-5, 1.0)
     assert schedule(model.d_optimizer) == (2e-3, 30000, 1e-5, 1.0)
     for optimizer in (model.g_optimizer, model.d_optimizer):
@@ -267,8 +270,8 @@ def test_a_short_run_on_a_ring_is_as_wide_as_the_data():
 @pytest.mark.tensorflow_only("NumPy arithmetic: no backend plays a part")
 def test_component_report_finds_the_components_that_make_the_strays():
     """`benchmarks/wgan_quality.py --components-report` on a generator whose answer
-    is known: a mixture latent alone (the identity after it) with one component
-    of width sigma on each of 4 modes and one 6 sigma beside a mode."""
+    is known: Gaussian components whose means are their latent centres, of width
+    sigma, one on each of 4 modes and one 6 sigma beside a mode."""
     from types import SimpleNamespace
 
     from tests.helpers import ROOT, load_script
@@ -277,8 +280,12 @@ def test_component_report_finds_the_components_that_make_the_strays():
     sigma = 0.05
     modes = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 2.0]])
     satellite = modes[:1] + [[6 * sigma, 0.0]]
-    latent = MixtureLatent(np.concatenate([modes, satellite]), scale=sigma)
-    generator = keras.Sequential([keras.Input((3,)), latent])
+    latent = MixtureLatent(np.concatenate([modes, satellite]))
+    components = GaussianComponents(latent, (), factor_scale=1.0, name=NAME)
+    components.build((None, 3))
+    identity = np.concatenate([np.eye(2), np.zeros((2, 4))], axis=1)  # mean: centre
+    components.head.set_weights([identity, np.r_[0.0, 0.0, sigma, 0.0, 0.0, sigma]])
+    generator = keras.Sequential([keras.Input((3,)), components])
     mixture = GaussianMixture(modes.astype("float32"), sigma)
 
     report = bench.component_report(

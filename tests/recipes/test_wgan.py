@@ -128,8 +128,8 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     accumulator.Reload()
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
-        "WGAN-GP for points (penalty 0.1 in standardized units, mixture latent of "
-        "400 components) on ring: n_critic 3, batch 32, g_step 0 -> 40."
+        "WGAN-GP for points (penalty 0.1 in standardized units, a mixture of 100 "
+        "Gaussians) on ring: n_critic 3, batch 32, g_step 0 -> 40."
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
@@ -218,7 +218,7 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
 
 
 def test_wgan_recipe_trains_10_dimensions_and_refuses_14_and_20(tmp_path):
-    """The latent grid of about 400 components has 2 points per axis from 7
+    """The latent grid of about 100 components has 2 points per axis from 6
     dimensions up: 8192 components in 13, 16384 in 14, over a grid's 10,000."""
     rng = np.random.default_rng(0)
     for dim in (14, 20):
@@ -231,7 +231,7 @@ def test_wgan_recipe_trains_10_dimensions_and_refuses_14_and_20(tmp_path):
         total = 2**dim
         assert (
             f"points of {dim} dimensions are more than the 13 the point WGAN takes: "
-            f"its latent grid of about 400 components would have 2 points per axis, "
+            f"its latent grid of about 100 components would have 2 points per axis, "
             f"{total} components (at most 10,000)."
         ) in " ".join(result.output.split())
         assert not (tmp_path / "w").exists()
@@ -242,7 +242,7 @@ def test_wgan_recipe_trains_10_dimensions_and_refuses_14_and_20(tmp_path):
         *("--data", str(path), "--steps", "2", "--batch-size", "16"),
         *("--log-dir", str(tmp_path / "w10")),
     )
-    assert "mixture latent of 1024 components) on " in result.output
+    assert "a mixture of 1024 Gaussians) on " in result.output
     assert "Trained to g_step 2 with d_step 6" in result.output
 
 
@@ -256,7 +256,7 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
         *("--steps-per-execution", "2"),
         *("--log-dir", str(log_dir)),
     )
-    assert "mixture latent of 343 components) on " in result.output
+    assert "a mixture of 125 Gaussians) on " in result.output
     assert "Trained to g_step 4 with d_step 12" in result.output
     assert "Mode coverage" not in result.output  # no known modes
     records = read_jsonl(log_dir / "run-1" / "log.jsonl")

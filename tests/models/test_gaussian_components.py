@@ -87,6 +87,33 @@ def test_the_likelihood_term_makes_the_components_as_wide_as_the_data():
     np.testing.assert_allclose(offsets.std(0), [0.3, 0.3], rtol=0.15)
 
 
+def test_mean_distances_are_to_the_nearest_point():
+    layer = placed(np.array([[0.0, 0.0], [4.0, 0.0]]), 0.5, mean=(1.0, 0.0), std=2.0)
+    points = np.array([[1.0, 3.0], [8.0, 0.0], [-5.0, 0.0]])  # means at (1, 0), (9, 0)
+    distances, probabilities = layer.mean_distances(points)
+    np.testing.assert_allclose(distances, [3.0, 1.0], rtol=1e-4)
+    np.testing.assert_allclose(probabilities, [0.5, 0.5])
+
+
+def test_the_anchor_term_pulls_a_stranded_component_to_the_data():
+    """A component halfway between two modes explains no real point (the
+    likelihood does not move it); the anchor term alone brings it to one."""
+    rng = np.random.default_rng(0)
+    modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
+    x = modes[rng.integers(2, size=2048)] + 0.1 * rng.standard_normal((2048, 2))
+    layer = placed(np.array([[-2.0, 0.0], [0.0, 0.0]]), 0.1)  # the second: stranded
+    generator = keras.Sequential([keras.Input((3,)), layer])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    gan = WGAN(generator, critic, latent_dim=3, n_critic=1, anchor_weight=100.0)
+    gan.compile(
+        keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05), jit_compile=False
+    )
+    before, _ = layer.mean_distances(x)
+    gan.fit(x.astype("float32"), batch_size=256, epochs=8, verbose=0)
+    after, _ = layer.mean_distances(x)
+    assert float(before[1]) > 1.5 and float(after[1]) < 0.3, (before, after)
+
+
 def test_a_likelihood_weight_needs_a_generator_with_a_density():
     generator = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
     critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])

@@ -109,7 +109,7 @@ class WGAN(_BackendSteps, keras.Model):
     mode pulls the generated points toward its top, and the generator draws modes
     narrower than the data (on PacGAN's grid, 0.44-0.82 times as wide); flat where
     the real examples are, the critic no longer narrows them. `WGAN.for_points`
-    turns it on.
+    leaves it off by default: its likelihood term makes the modes as wide.
 
     **Likelihood term.** With `likelihood_weight > 0` the generator's loss adds
     `-likelihood_weight * E[log p(real)]`, the negative log-density of the first
@@ -127,10 +127,11 @@ class WGAN(_BackendSteps, keras.Model):
     component's mean `m_k` to the nearest example of the first critic batch,
     weighted by the component's probability `p_k` (the generator needs
     `GaussianComponents`, as for the likelihood term). The likelihood weighs a
-    component by the share of the real examples it explains, and the critic is
-    flat near the real examples (real-gradient penalty): a component left
-    beside a mode, or between two, feels neither. This pulls it in with a force
-    that does not fade with its distance. `WGAN.for_points` turns it on.
+    component by the share of the real examples it explains, and the critic
+    barely resolves modes much narrower than the distances between them: a
+    component left beside a mode, or between two, feels neither. This pulls it
+    in with a force that does not fade with its distance. `WGAN.for_points`
+    turns it on.
 
     **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`
     (energy, likelihood and anchor terms included), `wasserstein` (the critic's
@@ -298,16 +299,20 @@ class WGAN(_BackendSteps, keras.Model):
           standardizing and multiplies its score by the data's standard
           deviation (the penalty weights too), so the same settings fit data
           of any scale;
-        - the generator's latent is a `MixtureLatent` of about
-          `settings.components` equal, separate small Gaussians on a grid over
-          [-2, 2]^d, so that it need not draw points between separate modes
-          (a single Gaussian latent must); its input has `d + 1` numbers
+        - the generator draws from a mixture of Gaussians
+          (`GaussianComponents`): its noise picks one of the about
+          `settings.components` equal components of a `MixtureLatent` grid over
+          [-2, 2]^d, and an MLP of that component's centre gives its mean and
+          shape, so that it need not draw points between separate modes (a
+          single Gaussian latent must); its input has `d + 1` numbers
           (`latent_dim`);
         - the generator's loss has the energy term (`settings.energy_weight`,
           `settings.energy_exponent`, distances in the data's standard
-          deviation) and the critic's the real-gradient penalty
-          (`settings.real_gradient_penalty`): without them the generator
-          draws each mode narrower than the data;
+          deviation), the likelihood term (`settings.likelihood_weight`) and
+          the anchor term (`settings.anchor_weight`): without the first two
+          the generator draws each mode narrower than the data, without the
+          last some components stay off the data; the critic's real-gradient
+          penalty is `settings.real_gradient_penalty` (0 by default);
         - both networks are ReLU MLPs of `settings.widths`; both optimizers are
           Adam (beta_1 0.5, beta_2 0.9) with the rate decaying linearly from
           `settings.learning_rate` to `settings.final_learning_rate` over

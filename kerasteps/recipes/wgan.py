@@ -198,10 +198,11 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #   gives its mean and shape. Separate components can cover separate modes, where a
 #   single Gaussian noise would force points between them (a continuous map of a
 #   connected set is connected); each starts at a random place and is moved there;
-# - the generator's loss has the critic's score, the energy distance to a real batch
-#   and the real batch's negative log-density under the generator's own mixture: the
-#   critic and the energy term bring the components to the modes, the density makes
-#   them as wide as the data; the critic's loss has the real-gradient penalty;
+# - the generator's loss has the critic's score, the energy distance to a real batch,
+#   the real batch's negative log-density under the generator's own mixture and the
+#   distance from each component's mean to the nearest real point: the critic and the
+#   energy term bring the components to the modes, the density makes them as wide as
+#   the data, and the last pulls in a component stranded off the data;
 # - ReLU MLPs of 3x64 for both, `n_critic` 3, batch 128, penalty weight 0.1, and
 #   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
 #   (10000 by default).

@@ -129,8 +129,7 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
         "WGAN-GP for points (penalty 0.1 in standardized units, a mixture of 100 "
-        "Gaussians) on ring: n_critic 3, batch 32, g_step 0 -> 40."
-        in result.output
+        "Gaussians) on ring: n_critic 3, batch 32, g_step 0 -> 40." in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
     # The figures printed are those of the saved model, the generator alone:

@@ -68,6 +68,7 @@ def test_the_likelihood_term_makes_the_components_as_wide_as_the_data():
     """On every backend the term's gradient reaches the generator: trained with
     the likelihood term alone (critic scores weigh nothing beside it), narrow
     components on the two modes widen to the data's sigma of 0.3."""
+    keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
     x = modes[rng.integers(2, size=4096)] + 0.3 * rng.standard_normal((4096, 2))
@@ -95,13 +96,16 @@ def test_mean_distances_are_to_the_nearest_point():
     np.testing.assert_allclose(probabilities, [0.5, 0.5])
 
 
-def test_the_anchor_term_pulls_a_stranded_component_to_the_data():
-    """A component halfway between two modes explains no real point (the
-    likelihood does not move it); the anchor term alone brings it to one."""
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_anchor_term_pulls_a_stranded_component_to_the_data(seed):
+    """A component 1.2 off a mode (12 sigma) explains no real point (the
+    likelihood does not move it); the anchor term alone brings it to the data,
+    and keeps the other component there."""
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
     modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
     x = modes[rng.integers(2, size=2048)] + 0.1 * rng.standard_normal((2048, 2))
-    layer = placed(np.array([[-2.0, 0.0], [0.0, 0.0]]), 0.1)  # the second: stranded
+    layer = placed(np.array([[-2.0, 0.0], [0.8, 0.0]]), 0.1)  # the second: stranded
     generator = keras.Sequential([keras.Input((3,)), layer])
     critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     gan = WGAN(generator, critic, latent_dim=3, n_critic=1, anchor_weight=100.0)
@@ -111,7 +115,8 @@ def test_the_anchor_term_pulls_a_stranded_component_to_the_data():
     before, _ = layer.mean_distances(x)
     gan.fit(x.astype("float32"), batch_size=256, epochs=8, verbose=0)
     after, _ = layer.mean_distances(x)
-    assert float(before[1]) > 1.5 and float(after[1]) < 0.3, (before, after)
+    assert float(before[1]) > 0.8, before
+    assert float(max(after)) < 0.3, (before, after)
 
 
 def test_a_likelihood_weight_needs_a_generator_with_a_density():

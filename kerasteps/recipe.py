@@ -405,7 +405,7 @@ def _check_log_dir(
     """
     given = context.meta.pop(_LOGDIR_GIVEN, None)
     if given is not None:
-        if context.get_parameter_source(parameter.name) is ParameterSource.COMMANDLINE:
+        if context.meta.get(_LOG_DIR_SOURCE) is ParameterSource.COMMANDLINE:
             raise _both_spellings(context)
         return given
     problem = creatable_problem(value)
@@ -428,7 +428,7 @@ def _deprecated_logdir(
         "use --log-dir.",
         err=True,
     )
-    if context.get_parameter_source("log_dir") is ParameterSource.COMMANDLINE:
+    if context.meta.get(_LOG_DIR_SOURCE) is ParameterSource.COMMANDLINE:
         raise _both_spellings(context)
     problem = creatable_problem(value)
     if problem:
@@ -445,6 +445,23 @@ def _both_spellings(context: click.Context) -> click.UsageError:
 
 #: Where `--logdir`'s value waits for `--log-dir` (`context.meta`).
 _LOGDIR_GIVEN = "kerasteps.recipe.logdir"
+#: Where `--log-dir`'s value came from (`context.meta`), set before its callback.
+_LOG_DIR_SOURCE = "kerasteps.recipe.log_dir_source"
+
+
+class _LogDirOption(click.Option):
+    """`--log-dir`, which records where its value came from before its callback
+    runs: `context.get_parameter_source` is set after the callback on click 8.4
+    and before it on 8.1-8.3 and 8.5, so the callbacks cannot rely on it."""
+
+    def consume_value(
+        self, ctx: click.Context, opts: Mapping[str, Any]
+    ) -> tuple[Any, ParameterSource]:
+        value, source = super().consume_value(ctx, opts)
+        ctx.meta[_LOG_DIR_SOURCE] = source
+        return value, source
+
+
 #: `--logdir`, the old spelling of `--log-dir`: hidden, for one release.
 _LOGDIR_ALIAS = click.option(
     "--logdir",
@@ -465,6 +482,7 @@ _COMMON_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "log_every": {"type": click.IntRange(min=1), "help": "Log every N global steps."},
     "log_dir": {
+        "cls": _LogDirOption,
         "type": click.Path(file_okay=False, dir_okay=True),
         "callback": _check_log_dir,
         "help": "Directory for event files, logs and checkpoints.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import click
@@ -155,7 +156,9 @@ def test_a_default_of_none_leaves_an_option_out():
     for option in ("--log-every", "--log-dir", "--seed", "--resume", "--verbose"):
         assert f"  {option} " in help_text
     result = CliRunner().invoke(main, ["--steps", "5"])
-    assert result.exit_code == 2 and "No such option '--steps'" in result.output
+    assert result.exit_code == 2
+    # click 8.1.x says "No such option: --steps", later ones "No such option '--steps'"
+    assert re.search(r"No such option:? '?--steps", result.output), result.output
 
 
 @pytest.mark.parametrize(

@@ -199,6 +199,9 @@ def settings_from(args: argparse.Namespace) -> Any:
         "real_gradient_penalty": args.real_gp,
         "likelihood_weight": args.likelihood_weight,
         "anchor_weight": args.anchor_weight,
+        "learn_weights": None
+        if args.learn_weights is None
+        else bool(args.learn_weights),
     }
     return PointSettings(**{k: v for k, v in fields.items() if v is not None})
 
@@ -310,28 +313,26 @@ def component_report(model: Any, mixture: Any, per_component: int = 400) -> dict
     of its mixture latent: each component's own width and the distance from its mean
     output to the nearest mode, both over the modes' sigma, and the share of all
     samples that lies beyond 3 sigma, split by how far the component's mean is."""
-    from scipy.stats import norm
-
     from kerasteps import mixtures
 
-    latent = model.generator.get_layer("gaussian_components").latent
-    k, d = latent.centres.shape
-    # The last noise number picks a component through the normal CDF: its
-    # quantile at the middle of component j's interval picks j.
-    p = np.asarray(latent.probabilities, dtype=np.float64)
-    choice = norm.ppf(np.cumsum(p) - p / 2)
+    layer = model.generator.get_layer("gaussian_components")
+    k, d = layer.latent.centres.shape
+    # Each component drawn as the layer draws it: mean + std * (m_k + L_k z).
+    means, factors = (
+        np.asarray(t, np.float64)
+        for t in layer.components(layer.latent.centres_of(np.arange(k)))
+    )
     noise = np.random.default_rng(0).standard_normal((k, per_component, d))
-    picks = np.broadcast_to(choice[:, None, None], (k, per_component, 1))
-    z = np.concatenate([noise, picks], axis=-1).reshape(-1, d + 1).astype("float32")
-    out = model.generator.predict(z, batch_size=20_000, verbose=0)
-    out = np.asarray(out, dtype=np.float64).reshape(k, per_component, -1)
+    out = layer.mean + layer.std * (
+        means[:, None, :] + np.einsum("kij,knj->kni", factors, noise)
+    )
     sigma = mixture.std
     flat = out.reshape(k * per_component, -1)
     _, near = mixtures.nearest_modes(flat, mixture.centres)
     beyond = (near.reshape(k, per_component) > 3 * sigma).mean(axis=1)
     offset = mixtures.nearest_modes(out.mean(axis=1), mixture.centres)[1] / sigma
     width = out.std(axis=1).mean(axis=1) / sigma
-    mass = beyond * np.asarray(latent.probabilities)
+    mass = beyond * np.asarray(layer.probabilities(), np.float64)
     groups = {"off": offset > 3, "near": (offset > 1.5) & (offset <= 3)}
     groups["on"] = ~(groups["off"] | groups["near"])
     report = {"width": np.quantile(width, [0.1, 0.5, 0.9])}
@@ -442,6 +443,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--real-gp", type=float, help="real_gradient_penalty")
     group.add_argument("--likelihood-weight", type=float)
     group.add_argument("--anchor-weight", type=float)
+    group.add_argument(
+        "--learn-weights",
+        type=int,
+        choices=[0, 1],
+        help="1: the components' probabilities are trained, 0: equal",
+    )
     parser.add_argument(
         "--components-report",
         action="store_true",

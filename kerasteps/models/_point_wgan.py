@@ -69,6 +69,7 @@ def networks(
         widths=settings.widths,
         mean=scaling.mean,
         std=scaling.std,
+        learn_weights=settings.learn_weights,
         name="gaussian_components",
     )
     generator = keras.Sequential(

@@ -33,6 +33,13 @@ class GaussianComponents(keras.layers.Layer):
     the generator's loss, which makes each component as wide as the data it
     covers, where the critic alone leaves them narrow.
 
+    With `learn_weights=True` the components' probabilities are weights of the
+    layer too (a softmax of logits that start at the latent's probabilities):
+    the likelihood term then also moves probability away from a component that
+    covers no data and toward one that covers more data than its share, as a
+    mixture's maximum-likelihood weights do. The draws follow the learned
+    probabilities (the choice itself passes no gradient).
+
     `WGAN.for_points` builds its generator from one, on `MixtureLatent.grid`,
     with `mean` and `std` the data's (one standard deviation over all
     coordinates), so that the MLP works in standardized units.
@@ -49,6 +56,8 @@ class GaussianComponents(keras.layers.Layer):
         std: The outputs' unit, a number > 0. Defaults to `1.0`.
         factor_scale: What the MLP's raw matrix outputs are multiplied by, > 0,
             so that the components start narrow. Defaults to `0.01`.
+        learn_weights: Whether the components' probabilities are trained (see
+            above) rather than the latent's fixed ones. Defaults to `False`.
         **kwargs: Passed to `keras.layers.Layer` (e.g. `name`).
 
     Example:
@@ -69,6 +78,7 @@ class GaussianComponents(keras.layers.Layer):
         mean: Any = None,
         std: float = 1.0,
         factor_scale: float = 0.01,
+        learn_weights: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -87,6 +97,11 @@ class GaussianComponents(keras.layers.Layer):
             )
         self.std = check_positive_number("std", std)
         self.factor_scale = check_positive_number("factor_scale", factor_scale)
+        if not isinstance(learn_weights, bool):
+            raise TypeError(
+                f"`learn_weights` must be True or False, received {learn_weights!r}."
+            )
+        self.learn_weights = learn_weights
         self.widths = tuple(int(w) for w in widths)
         self.hidden = [keras.layers.Dense(w, activation="relu") for w in self.widths]
         self.head = keras.layers.Dense(dim + dim * dim)
@@ -102,7 +117,34 @@ class GaussianComponents(keras.layers.Layer):
             layer.build(shape)
             shape = (None, layer.units)
         self.head.build(shape)
+        if self.learn_weights:
+            start = np.log(np.maximum(self.latent.probabilities, 1e-30))
+            self.logits = self.add_weight(
+                shape=start.shape,
+                initializer=keras.initializers.Constant(start.astype("float32")),
+                trainable=True,
+                name="logits",
+            )
         self.built = True
+
+    def probabilities(self) -> Any:
+        """The components' probabilities: the learned ones with `learn_weights`,
+        else the latent's, as a float32 tensor `(K,)`."""
+        if not self.built:
+            self.build((None, self.dim + 1))
+        if self.learn_weights:
+            return keras.ops.softmax(keras.ops.cast(self.logits, "float32"))
+        return keras.ops.convert_to_tensor(
+            np.asarray(self.latent.probabilities, "float32")
+        )
+
+    def _log_weights(self) -> Any:
+        ops = keras.ops
+        if self.learn_weights:
+            return ops.log_softmax(ops.cast(self.logits, "float32"))
+        return ops.log(
+            ops.maximum(ops.convert_to_tensor(self.latent.probabilities), 1e-30)
+        )
 
     def components(self, centres: Any) -> tuple[Any, Any]:
         """The means `(n, d)` and lower-triangular factors `(n, d, d)` that the MLP
@@ -120,7 +162,10 @@ class GaussianComponents(keras.layers.Layer):
     def call(self, inputs: Any) -> Any:
         ops, d = keras.ops, self.dim
         inputs = ops.cast(ops.convert_to_tensor(inputs), "float32")
-        component = self.latent.component(inputs[:, d])
+        probabilities = None
+        if self.learn_weights:
+            probabilities = ops.stop_gradient(self.probabilities())
+        component = self.latent.component(inputs[:, d], probabilities)
         means, factors = self.components(self.latent.centres_of(component))
         y = means + ops.einsum("bij,bj->bi", factors, inputs[:, :d])
         mean = ops.convert_to_tensor(self.mean.astype("float32"))
@@ -154,23 +199,23 @@ class GaussianComponents(keras.layers.Layer):
         offsets = ops.transpose(y[None, :, :] - means[:, None, :], (0, 2, 1))
         u = ops.solve_triangular(factors, offsets, lower=True)  # (K, d, n)
         log_det = ops.sum(ops.log(ops.diagonal(factors, axis1=1, axis2=2)), axis=1)
-        weights = ops.log(
-            ops.maximum(ops.convert_to_tensor(self.latent.probabilities), 1e-30)
-        )
+        weights = ops.cast(self._log_weights(), "float32")
         per_component = -0.5 * ops.sum(u * u, axis=1) + (weights - log_det)[:, None]
         constant = 0.5 * d * math.log(2.0 * math.pi) + d * math.log(self.std)
         return ops.logsumexp(per_component, axis=0) - constant
 
     def mean_distances(self, x: Any) -> tuple[Any, Any]:
         """The distance from each component's mean to the nearest of the points
-        `x`, and the components' probabilities.
+        `x`, and the latent's probabilities, by which the anchor term weighs
+        them (the fixed ones even with `learn_weights`, so that a component
+        whose learned probability has fallen is still pulled to the data).
 
         Args:
             x: Points of shape `(n, d)`, in the units of the outputs.
 
         Returns:
             Two float32 vectors of shape `(K,)`: the distances, in the units of
-            the outputs, and the probabilities.
+            the outputs, and the latent's probabilities.
 
         Example:
 
@@ -210,4 +255,5 @@ class GaussianComponents(keras.layers.Layer):
             "mean": self.mean.tolist(),
             "std": self.std,
             "factor_scale": self.factor_scale,
+            "learn_weights": self.learn_weights,
         }

@@ -169,12 +169,15 @@ class MixtureLatent(keras.layers.Layer):
         else:
             super().load_own_variables(store)
 
-    def component(self, choice: Any) -> Any:
+    def component(self, choice: Any, probabilities: Any = None) -> Any:
         """The component each standard normal `choice` picks: `k` with probability
         `probabilities[k]`, as `call` picks it from its inputs' last number.
 
         Args:
             choice: Standard normal numbers, shape `(batch,)`.
+            probabilities: The components' probabilities, a vector (a tensor
+                that can be traced, e.g. learned ones), or `None` for the
+                layer's own. Defaults to `None`.
 
         Returns:
             The components' indices, int32 of shape `(batch,)`.
@@ -190,7 +193,10 @@ class MixtureLatent(keras.layers.Layer):
         choice = ops.cast(ops.convert_to_tensor(choice), "float32")
         cdf = 0.5 * (1.0 + ops.erf(choice / np.sqrt(2.0)))
         # Component k is drawn when cdf(z) falls in [bounds[k - 1], bounds[k]).
-        bounds = ops.cumsum(ops.convert_to_tensor(self.probabilities))[:-1]
+        if probabilities is None:
+            probabilities = self.probabilities
+        probabilities = ops.cast(ops.convert_to_tensor(probabilities), "float32")
+        bounds = ops.cumsum(probabilities)[:-1]
         return ops.sum(ops.cast(cdf[:, None] >= bounds[None, :], "int32"), 1)
 
     def centres_of(self, component: Any) -> Any:

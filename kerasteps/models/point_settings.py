@@ -46,6 +46,9 @@ class PointSettings(NamedTuple):
         anchor_weight: Weight of the distance from each component's mean to
             the nearest real point of the batch in the generator's loss
             (`WGAN`'s "Anchor term"; 0 for none). Default 1.0.
+        learn_weights: Whether the likelihood term also trains the components'
+            probabilities (`GaussianComponents(learn_weights=True)`), rather
+            than keeping them equal. Default False.
 
     Example:
 
@@ -67,3 +70,4 @@ class PointSettings(NamedTuple):
     real_gradient_penalty: float = 0.0
     likelihood_weight: float = 0.0035
     anchor_weight: float = 1.0
+    learn_weights: bool = False

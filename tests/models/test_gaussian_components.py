@@ -10,11 +10,15 @@ from kerasteps.models import WGAN, GaussianComponents, MixtureLatent
 pytestmark = pytest.mark.neutral
 
 
-def placed(centres, sigma, mean=(0.0, 0.0), std=1.0, probabilities=None):
+def placed(
+    centres, sigma, mean=(0.0, 0.0), std=1.0, probabilities=None, learn_weights=False
+):
     """Components with no hidden layer, set so that component k is
     `N(mean + std * centres[k], (std * sigma)^2 I)`."""
     latent = MixtureLatent(centres, probabilities)
-    layer = GaussianComponents(latent, (), mean, std, factor_scale=0.1)
+    layer = GaussianComponents(
+        latent, (), mean, std, factor_scale=0.1, learn_weights=learn_weights
+    )
     layer.build((None, 3))
     kernel = np.zeros((2, 6), "float32")
     kernel[:, :2] = np.eye(2)  # the mean is the centre
@@ -76,9 +80,7 @@ def test_the_likelihood_term_makes_the_components_as_wide_as_the_data():
     generator = keras.Sequential([keras.Input((3,)), layer])
     critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     gan = WGAN(generator, critic, latent_dim=3, n_critic=1, likelihood_weight=100.0)
-    gan.compile(
-        keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05), jit_compile=False
-    )
+    gan.compile(keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05))
     before = -float(np.mean(layer.log_density(x)))
     gan.fit(x.astype("float32"), batch_size=256, epochs=4, verbose=0)
     after = -float(np.mean(layer.log_density(x)))
@@ -86,6 +88,40 @@ def test_the_likelihood_term_makes_the_components_as_wide_as_the_data():
     samples = gan.generate(4000, seed=0)
     offsets = samples - modes[(samples[:, 0] > 0).astype(int)]
     np.testing.assert_allclose(offsets.std(0), [0.3, 0.3], rtol=0.15)
+
+
+def test_learned_weights_follow_the_data_and_leave_a_stranded_component(tmp_path):
+    """With `learn_weights`, the likelihood term moves the probabilities to the
+    data's shares (0.8 and 0.2 from 1/3 each), away from a component that
+    covers no data, and the draws follow them; saved and loaded with the model."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
+    x = modes[(rng.random(4096) < 0.2).astype(int)]
+    x = x + 0.3 * rng.standard_normal((4096, 2)).astype("float32")
+    centres = np.array([[-1.0, 0.0], [1.0, 0.0], [0.0, 3.0]])  # the last: stranded
+    layer = placed(centres, 0.15, std=2.0, learn_weights=True)
+    np.testing.assert_allclose(layer.probabilities(), [1 / 3] * 3, rtol=1e-6)
+    generator = keras.Sequential([keras.Input((3,)), layer])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    gan = WGAN(generator, critic, latent_dim=3, n_critic=1, likelihood_weight=100.0)
+    gan.compile(keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05))
+    gan.fit(x, batch_size=256, epochs=6, verbose=0)
+    learned = np.asarray(layer.probabilities())
+    np.testing.assert_allclose(learned, [0.8, 0.2, 0.0], atol=0.03)
+    # The draws follow the learned probabilities.
+    z = np.random.default_rng(1).standard_normal((8000, 3)).astype("float32")
+    picks = np.asarray(layer.latent.component(z[:, 2], learned))
+    np.testing.assert_allclose(
+        np.bincount(picks, minlength=3) / 8000, learned, atol=0.01
+    )
+    means, factors = layer.components(layer.latent.centres_of(picks))
+    expected = 2.0 * (means + np.einsum("bij,bj->bi", factors, z[:, :2]))
+    np.testing.assert_allclose(generator.predict(z, verbose=0), expected, atol=1e-4)
+    path = tmp_path / "generator.keras"
+    generator.save(path)
+    loaded = keras.saving.load_model(path).layers[0]
+    np.testing.assert_allclose(loaded.probabilities(), learned, rtol=1e-6)
 
 
 def test_mean_distances_are_to_the_nearest_point():
@@ -109,9 +145,7 @@ def test_the_anchor_term_pulls_a_stranded_component_to_the_data(seed):
     generator = keras.Sequential([keras.Input((3,)), layer])
     critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     gan = WGAN(generator, critic, latent_dim=3, n_critic=1, anchor_weight=100.0)
-    gan.compile(
-        keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05), jit_compile=False
-    )
+    gan.compile(keras.optimizers.Adam(1e-6), keras.optimizers.Adam(0.05))
     before, _ = layer.mean_distances(x)
     gan.fit(x.astype("float32"), batch_size=256, epochs=8, verbose=0)
     after, _ = layer.mean_distances(x)
@@ -137,6 +171,8 @@ def test_components_refuse_bad_arguments():
         GaussianComponents(MixtureLatent([[0.0, 0.0]]), mean=[0.0])
     with pytest.raises(ValueError, match="`std` must be"):
         GaussianComponents(MixtureLatent([[0.0, 0.0]]), std=0.0)
+    with pytest.raises(TypeError, match="`learn_weights` must be True or False"):
+        GaussianComponents(MixtureLatent([[0.0, 0.0]]), learn_weights=1)
 
 
 def test_a_point_wgan_saved_mid_run_resumes_with_its_density(tmp_path):

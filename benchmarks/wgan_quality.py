@@ -317,15 +317,11 @@ def component_report(model: Any, mixture: Any, per_component: int = 400) -> dict
 
     layer = model.generator.get_layer("gaussian_components")
     k, d = layer.latent.centres.shape
-    # Each component drawn as the layer draws it: mean + std * (m_k + L_k z).
-    means, factors = (
-        np.asarray(t, np.float64)
-        for t in layer.components(layer.latent.centres_of(np.arange(k)))
-    )
-    noise = np.random.default_rng(0).standard_normal((k, per_component, d))
-    out = layer.mean + layer.std * (
-        means[:, None, :] + np.einsum("kij,knj->kni", factors, noise)
-    )
+    # Each component drawn as the layer draws it, whatever its probability.
+    component = np.repeat(np.arange(k), per_component)
+    noise = np.random.default_rng(0).standard_normal((k * per_component, d))
+    out = np.asarray(layer.draw(component, noise), dtype=np.float64)
+    out = out.reshape(k, per_component, d)
     sigma = mixture.std
     flat = out.reshape(k * per_component, -1)
     _, near = mixtures.nearest_modes(flat, mixture.centres)

@@ -166,10 +166,48 @@ class GaussianComponents(keras.layers.Layer):
         if self.learn_weights:
             probabilities = ops.stop_gradient(self.probabilities())
         component = self.latent.component(inputs[:, d], probabilities)
+        return ops.cast(self.draw(component, inputs[:, :d]), self.compute_dtype)
+
+    def draw(self, component: Any, z: Any) -> Any:
+        """Draws of the given components, as `call` makes them once it has
+        picked them: `mean + std * (m_k + L_k z)`.
+
+        Args:
+            component: Int indices of the components, shape `(n,)`.
+            z: Standard normal numbers, shape `(n, d)`.
+
+        Returns:
+            float32 points of shape `(n, d)`, in the units of the outputs.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from kerasteps.models import GaussianComponents, MixtureLatent
+        >>> layer = GaussianComponents(MixtureLatent([[0.0], [1.0]]), widths=(4,))
+        >>> np.asarray(layer.draw([1, 1, 0], np.zeros((3, 1)))).shape
+        (3, 1)
+        """
+        ops = keras.ops
+        if not self.built:
+            self.build((None, self.dim + 1))
         means, factors = self.components(self.latent.centres_of(component))
-        y = means + ops.einsum("bij,bj->bi", factors, inputs[:, :d])
-        mean = ops.convert_to_tensor(self.mean.astype("float32"))
-        return ops.cast(mean + self.std * y, self.compute_dtype)
+        z = ops.cast(ops.convert_to_tensor(z), "float32")
+        y = means + ops.einsum("bij,bj->bi", factors, z)
+        return self._output_mean() + self.std * y
+
+    def _output_mean(self) -> Any:
+        return keras.ops.convert_to_tensor(self.mean.astype("float32"))
+
+    def _every_component(self, x: Any) -> tuple[Any, Any, Any]:
+        """The means and factors of every component, and the points `x` in their
+        units (standardized), for `log_density` and `mean_distances`."""
+        ops = keras.ops
+        if not self.built:
+            self.build((None, self.dim + 1))
+        every = ops.arange(self.latent.probabilities.shape[0])
+        means, factors = self.components(self.latent.centres_of(every))
+        x = ops.cast(ops.convert_to_tensor(x), "float32")
+        return means, factors, (x - self._output_mean()) / self.std
 
     def log_density(self, x: Any) -> Any:
         """The log-density of the layer's output distribution at points `x`.
@@ -190,12 +228,7 @@ class GaussianComponents(keras.layers.Layer):
         True
         """
         ops, d = keras.ops, self.dim
-        if not self.built:
-            self.build((None, d + 1))
-        every = ops.arange(self.latent.probabilities.shape[0])
-        means, factors = self.components(self.latent.centres_of(every))
-        mean = ops.convert_to_tensor(self.mean.astype("float32"))
-        y = (ops.cast(ops.convert_to_tensor(x), "float32") - mean) / self.std
+        means, factors, y = self._every_component(x)
         offsets = ops.transpose(y[None, :, :] - means[:, None, :], (0, 2, 1))
         u = ops.solve_triangular(factors, offsets, lower=True)  # (K, d, n)
         log_det = ops.sum(ops.log(ops.diagonal(factors, axis1=1, axis2=2)), axis=1)
@@ -227,12 +260,7 @@ class GaussianComponents(keras.layers.Layer):
         (2, [0.5, 0.5])
         """
         ops = keras.ops
-        if not self.built:
-            self.build((None, self.dim + 1))
-        every = ops.arange(self.latent.probabilities.shape[0])
-        means, _ = self.components(self.latent.centres_of(every))
-        mean = ops.convert_to_tensor(self.mean.astype("float32"))
-        y = (ops.cast(ops.convert_to_tensor(x), "float32") - mean) / self.std
+        means, _, y = self._every_component(x)
         squared = (
             ops.sum(means * means, axis=1)[:, None]
             + ops.sum(y * y, axis=1)[None, :]

@@ -202,6 +202,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         "learn_weights": None
         if args.learn_weights is None
         else bool(args.learn_weights),
+        "likelihood_phase": args.likelihood_phase,
     }
     return PointSettings(**{k: v for k, v in fields.items() if v is not None})
 
@@ -444,6 +445,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         choices=[0, 1],
         help="1: the components' probabilities are trained, 0: equal",
+    )
+    group.add_argument(
+        "--likelihood-phase",
+        type=float,
+        help="the share of the steps, at their end, trained by maximum likelihood "
+        "alone (0: none)",
     )
     parser.add_argument(
         "--components-report",

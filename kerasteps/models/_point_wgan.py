@@ -85,6 +85,20 @@ def networks(
     return generator, critic, scaling
 
 
+def likelihood_from(settings: PointSettings) -> int | None:
+    """The generator step at which the likelihood phase starts, the last
+    `settings.likelihood_phase` of `settings.steps`, or None for no phase."""
+    share = settings.likelihood_phase
+    if not 0 <= share < 1:
+        raise ValueError(
+            f"`likelihood_phase` must be in [0, 1), received {share!r}: the share "
+            "of the steps, at their end, that train by maximum likelihood alone."
+        )
+    if share == 0:
+        return None
+    return settings.steps - round(share * settings.steps)
+
+
 def _dense(widths: tuple[int, ...], outputs: int) -> list[keras.Layer]:
     hidden = [keras.layers.Dense(width, activation="relu") for width in widths]
     return [*hidden, keras.layers.Dense(outputs)]

@@ -66,6 +66,7 @@ class Arguments(NamedTuple):
     real_gradient_penalty: float
     likelihood_weight: float
     anchor_weight: float
+    likelihood_from: int | None
 
 
 def arguments(
@@ -78,6 +79,7 @@ def arguments(
     real_gradient_penalty: Any = 0.0,
     likelihood_weight: Any = 0.0,
     anchor_weight: Any = 0.0,
+    likelihood_from: Any = None,
 ) -> Arguments:
     """Checks the WGAN's scalar arguments, in this order; returns them checked.
     `energy` is `(energy_weight, energy_exponent, energy_unit)`."""
@@ -108,6 +110,8 @@ def arguments(
         anchor_weight = check_positive_number(
             "anchor_weight", anchor_weight, allowed=" or 0"
         )
+    if likelihood_from is not None:
+        likelihood_from = integer("likelihood_from", likelihood_from, 0)
     return Arguments(
         latent_dim,
         n_critic,
@@ -120,14 +124,18 @@ def arguments(
         float(real_gradient_penalty),
         float(likelihood_weight),
         float(anchor_weight),
+        likelihood_from,
     )
 
 
 def density_layer(generator: Any, args: Arguments) -> Any:
     """The generator's layer with a `log_density` (the generator itself, or its
-    one such layer) when `likelihood_weight` or `anchor_weight` is > 0, else
-    None; raises `ValueError` for a generator without one."""
-    if not (args.likelihood_weight or args.anchor_weight):
+    one such layer) when `likelihood_weight` or `anchor_weight` is > 0 or
+    `likelihood_from` is set, else None; raises `ValueError` for a generator
+    without one."""
+    if not (
+        args.likelihood_weight or args.anchor_weight or args.likelihood_from is not None
+    ):
         return None
     if hasattr(generator, "log_density"):
         return generator
@@ -138,7 +146,8 @@ def density_layer(generator: Any, args: Arguments) -> Any:
     ]
     if len(found) != 1:
         raise ValueError(
-            "`likelihood_weight` or `anchor_weight` > 0 needs a generator whose "
+            "`likelihood_weight` or `anchor_weight` > 0, or `likelihood_from`, "
+            "needs a generator whose "
             "samples are a Gaussian mixture: one layer with a `log_density` and a "
             "`mean_distances` method, such as "
             f"`GaussianComponents`; {generator.name!r} has {len(found)}."

@@ -192,6 +192,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         opt_values,
         z,
         real,
+        g_step,
     ):
         fake, g_non_trainable = self.generator.stateless_call(
             g_trainable, g_non_trainable, z, training=True
@@ -205,7 +206,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         )
         mapping = zip(variables, [*g_trainable, *g_non_trainable], strict=True)
         with keras.StatelessScope(state_mapping=list(mapping)):
-            g_loss, energy = generator_loss(self, scores(out), fake, real)
+            g_loss, energy = generator_loss(self, scores(out), fake, real, g_step)
         scaled = _scale(self.g_optimizer, opt_values, g_loss)
         return scaled, (g_loss, energy, g_non_trainable, c_non_trainable)
 
@@ -227,7 +228,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
             z = self._draw_latent(real.shape[0])
             new_seed = noise.get_current_value(seed_state)
         g_loss, energy, g_applied, values = self._generator_update(
-            at, values, z, real[:, 0]
+            at, values, z, real[:, 0], non_trainable[at.g_step]
         )
 
         trainable, non_trainable = _put(at, values, trainable, non_trainable)
@@ -273,10 +274,11 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         return CriticResult(d_loss, wasserstein, penalty, applied), values
 
     def _generator_update(
-        self, at: _Layout, values: _Values, z: Any, real: Any
+        self, at: _Layout, values: _Values, z: Any, real: Any, g_step: Any
     ) -> tuple[Any, Any, Any, _Values]:
         """One generator update on the latent batch `z` (`real`: the first critic
-        batch, for the energy term); returns the generator loss, the energy term
+        batch, for the energy term; `g_step`: the generator steps done before
+        it, for the likelihood phase); returns the generator loss, the energy term
         (or None), 1 or 0 (applied or skipped by a loss-scaling optimizer) and the
         new values."""
         generator_grad = jax.grad(self._generator_loss, has_aux=True)
@@ -288,6 +290,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
             values.g_opt,
             z,
             real,
+            g_step,
         )
         before = values.g_opt[at.g_iterations]
         g_train, g_opt = self.g_optimizer.stateless_apply(

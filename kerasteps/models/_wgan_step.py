@@ -84,29 +84,46 @@ def scores(output: Any) -> Any:
     return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")
 
 
-def generator_loss(model: Any, fake_scores: Any, fake: Any, real: Any) -> tuple:
+def generator_loss(
+    model: Any, fake_scores: Any, fake: Any, real: Any, g_step: Any = None
+) -> tuple:
     """The generator's loss, `-E[D(fake)]` plus the weighted energy term of a
     model with `energy_weight > 0`, the weighted negative log-density of the real
     batch of one with `likelihood_weight > 0`, and the weighted mean distance from
     the generator's components to the real batch of one with `anchor_weight > 0`;
-    and the energy term's unweighted value (else None).
+    and the energy term's unweighted value (else None). From generator step
+    `model.likelihood_from` on, the loss is the real batch's negative
+    log-density alone (the energy term is still returned, for its metric).
 
-    `real` is the first critic batch of real examples."""
+    `real` is the first critic batch of real examples; `g_step` the generator
+    steps done so far (default: `model.g_step`, where reading it is traced)."""
     loss = -keras.ops.mean(fake_scores)
+    nll = None
+    if model.likelihood_weight or model.likelihood_from is not None:
+        nll = -keras.ops.mean(model._log_density(keras.ops.cast(real, "float32")))
     if model.likelihood_weight:
-        log_density = model._log_density(keras.ops.cast(real, "float32"))
-        loss = loss - model.likelihood_weight * keras.ops.mean(log_density)
+        loss = loss + model.likelihood_weight * nll
     if model.anchor_weight:
         distances, probabilities = model._mean_distances(
             keras.ops.cast(real, "float32")
         )
         loss = loss + model.anchor_weight * keras.ops.sum(probabilities * distances)
-    if not model.energy_weight:
-        return loss, None
-    energy = energy_distance(
-        fake, keras.ops.cast(real, fake.dtype), model.energy_exponent, model.energy_unit
-    )
-    return loss + model.energy_weight * energy, energy
+    energy = None
+    if model.energy_weight:
+        energy = energy_distance(
+            fake,
+            keras.ops.cast(real, fake.dtype),
+            model.energy_exponent,
+            model.energy_unit,
+        )
+        loss = loss + model.energy_weight * energy
+    if model.likelihood_from is not None:
+        step = model.g_step if g_step is None else g_step
+        phase = keras.ops.cast(
+            keras.ops.greater_equal(step, model.likelihood_from), "float32"
+        )
+        loss = (1.0 - phase) * keras.ops.cast(loss, "float32") + phase * nll
+    return loss, energy
 
 
 def mean_of(values: list[Any]) -> Any:

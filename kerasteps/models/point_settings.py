@@ -48,7 +48,13 @@ class PointSettings(NamedTuple):
             (`WGAN`'s "Anchor term"; 0 for none). Default 1.0.
         learn_weights: Whether the likelihood term also trains the components'
             probabilities (`GaussianComponents(learn_weights=True)`), rather
-            than keeping them equal. Default False.
+            than keeping them equal: with the likelihood phase, a component
+            left between modes then ends with almost no probability. Default
+            True.
+        likelihood_phase: The share in [0, 1) of `steps`, at their end, that
+            trains the generator by maximum likelihood alone (`WGAN`'s
+            "Likelihood phase"; 0 for none). Default 0.1: the last 1000 of
+            10000.
 
     Example:
 
@@ -70,4 +76,5 @@ class PointSettings(NamedTuple):
     real_gradient_penalty: float = 0.0
     likelihood_weight: float = 0.0035
     anchor_weight: float = 1.0
-    learn_weights: bool = False
+    learn_weights: bool = True
+    likelihood_phase: float = 0.1

@@ -133,6 +133,20 @@ class WGAN(_BackendSteps, keras.Model):
     in with a force that does not fade with its distance. `WGAN.for_points`
     turns it on.
 
+    **Likelihood phase.** With `likelihood_from=N`, every generator update from
+    generator step `N` on (counted by `g_step`, so it holds across `fit` calls
+    and resumes) trains the generator by maximum likelihood alone: its loss is
+    `-E[log p(real)]` over the first critic batch, without the critic's score
+    or the other terms (the critic keeps training, and `g_loss` reports this
+    loss). The adversarial phase finds the modes, which maximum likelihood
+    alone does not; this phase then fits the mixture to the data: each
+    component as wide as the data it covers and, with
+    `GaussianComponents(learn_weights=True)`, each component's probability
+    its share of the data, which empties a component left between modes. The
+    generator needs a `log_density`, as for the likelihood term.
+    `WGAN.for_points` runs it over the last tenth of the steps
+    (`settings.likelihood_phase`).
+
     **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`
     (energy, likelihood and anchor terms included), `wasserstein` (the critic's
     estimate `E[D(real)] - E[D(fake)]`), `gradient_penalty` (WGAN-GP only, the
@@ -189,6 +203,9 @@ class WGAN(_BackendSteps, keras.Model):
         anchor_weight: Weight (>= 0) of the components' distance to the real
             batch in the generator's loss (see "Anchor term"). Defaults to
             `0.0`: none.
+        likelihood_from: The generator step (>= 0) from which the generator
+            trains by maximum likelihood alone (see "Likelihood phase"), or
+            `None` for never. Defaults to `None`.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     Example:
@@ -227,6 +244,7 @@ class WGAN(_BackendSteps, keras.Model):
         real_gradient_penalty: float = 0.0,
         likelihood_weight: float = 0.0,
         anchor_weight: float = 0.0,
+        likelihood_from: int | None = None,
         **kwargs: Any,
     ):
         args = checks.arguments(
@@ -239,6 +257,7 @@ class WGAN(_BackendSteps, keras.Model):
             real_gradient_penalty,
             likelihood_weight,
             anchor_weight,
+            likelihood_from,
         )
         sample_shape = checks.networks(generator, critic, args.latent_dim)
         density = checks.density_layer(generator, args)
@@ -256,6 +275,7 @@ class WGAN(_BackendSteps, keras.Model):
         self.real_gradient_penalty = args.real_gradient_penalty
         self.likelihood_weight = args.likelihood_weight
         self.anchor_weight = args.anchor_weight
+        self.likelihood_from = args.likelihood_from
         # Bound methods, not the layer: the generator already tracks the layer.
         self._log_density = getattr(density, "log_density", None)
         self._mean_distances = getattr(density, "mean_distances", None)
@@ -313,6 +333,10 @@ class WGAN(_BackendSteps, keras.Model):
           the generator draws each mode narrower than the data, without the
           last some components stay off the data; the critic's real-gradient
           penalty is `settings.real_gradient_penalty` (0 by default);
+        - the last `settings.likelihood_phase` of the generator steps are the
+          likelihood phase (`likelihood_from`): maximum likelihood alone fits
+          the components' widths and, with `settings.learn_weights`, their
+          probabilities;
         - both networks are ReLU MLPs of `settings.widths`; both optimizers are
           Adam (beta_1 0.5, beta_2 0.9) with the rate decaying linearly from
           `settings.learning_rate` to `settings.final_learning_rate` over
@@ -365,6 +389,7 @@ class WGAN(_BackendSteps, keras.Model):
             real_gradient_penalty=settings.real_gradient_penalty * scaling.std,
             likelihood_weight=settings.likelihood_weight * scaling.std,
             anchor_weight=settings.anchor_weight,
+            likelihood_from=_point_wgan.likelihood_from(settings),
         )
         model.compile(
             _point_wgan.adam(settings, settings.n_critic * settings.steps),
@@ -533,6 +558,7 @@ class WGAN(_BackendSteps, keras.Model):
                 "real_gradient_penalty": self.real_gradient_penalty,
                 "likelihood_weight": self.likelihood_weight,
                 "anchor_weight": self.anchor_weight,
+                "likelihood_from": self.likelihood_from,
             }
         )
         return config

@@ -191,7 +191,7 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #
 # - both work in standardized units (the data's mean, and one standard deviation over
 #   all coordinates, saved in the model), so the same settings fit data of any scale;
-# - the generator draws from a mixture of equal Gaussians (`GaussianComponents`):
+# - the generator draws from a mixture of Gaussians (`GaussianComponents`):
 #   the noise picks one of the components of a grid in the latent
 #   (`MixtureLatent.grid`: 100 on a 10x10 grid for 2-D points, 125 for 3-D, 2**d from
 #   6-D up, 8192 in 13-D, the most it takes), and an MLP of that component's centre
@@ -203,6 +203,9 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 #   distance from each component's mean to the nearest real point: the critic and the
 #   energy term bring the components to the modes, the density makes them as wide as
 #   the data, and the last pulls in a component stranded off the data;
+# - the last tenth of --steps trains the generator by maximum likelihood alone (the
+#   likelihood phase): it fits each component's width and its probability (learned,
+#   not equal), which empties a component left between modes;
 # - ReLU MLPs of 3x64 for both, `n_critic` 3, batch 128, penalty weight 0.1, and
 #   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
 #   (10000 by default).

@@ -196,3 +196,72 @@ def test_a_point_wgan_saved_mid_run_resumes_with_its_density(tmp_path):
     )
     loaded.fit(batches, steps_per_epoch=1, verbose=0)
     assert loaded.step_counters() == {"d_step": 9, "g_step": 3}
+
+
+@pytest.mark.parametrize("likelihood_from", [2, None])
+def test_from_likelihood_from_on_the_critic_no_longer_moves_the_generator(
+    tmp_path, likelihood_from
+):
+    """Two steps, then a copy through `.keras` whose critic is changed: from
+    generator step 2 on (a second `fit`, on the copy a resumed model) both
+    generators train by maximum likelihood alone and stay equal; without the
+    phase the changed critic sends them apart."""
+    rng = np.random.default_rng(0)
+    modes = np.array([[-2.0, 0.0], [2.0, 0.0]], "float32")
+    x = modes[rng.integers(2, size=512)] + 0.1 * rng.standard_normal((512, 2))
+    layer = placed(np.array([[-1.5, 0.0], [1.5, 0.0]]), 0.3, learn_weights=True)
+    generator = keras.Sequential([keras.Input((3,)), layer])
+    critic = keras.Sequential(
+        [keras.Input((2,)), keras.layers.Dense(8, "relu"), keras.layers.Dense(1)]
+    )
+    gan = WGAN(
+        generator,
+        critic,
+        latent_dim=3,
+        n_critic=2,
+        seed=0,
+        energy_weight=1.0,
+        likelihood_weight=0.01,
+        likelihood_from=likelihood_from,
+    )
+    gan.compile(keras.optimizers.Adam(0.01), keras.optimizers.Adam(0.01))
+
+    def batches():
+        return WGAN.make_dataset(x, 64, 2, seed=0, repeat=True)
+
+    gan.fit(batches(), steps_per_epoch=2, verbose=0)
+    gan.save(tmp_path / "gan.keras")
+    copy = kerasteps.load_model(tmp_path / "gan.keras")
+    assert copy.likelihood_from == likelihood_from
+    copy.critic.set_weights([2.0 * w + 0.5 for w in copy.critic.get_weights()])
+    at_2 = [keras.ops.convert_to_numpy(v) for v in gan.generator.trainable_weights]
+    for model in (gan, copy):
+        model.fit(batches(), steps_per_epoch=3, verbose=0)
+        assert model.step_counters() == {"d_step": 10, "g_step": 5}
+    moved = [
+        float(np.max(np.abs(a - b)))
+        for a, b in zip(
+            gan.generator.get_weights(), copy.generator.get_weights(), strict=True
+        )
+    ]
+    if likelihood_from is None:
+        assert max(moved) > 1e-4, moved
+    else:
+        assert max(moved) < 1e-6, moved
+        # The phase trained them, the probabilities' logits included.
+        after = gan.generator.trainable_weights
+        assert len(after) == 3  # the head's kernel and bias, the logits
+        trained = [
+            float(np.max(np.abs(a - keras.ops.convert_to_numpy(b))))
+            for a, b in zip(at_2, after, strict=True)
+        ]
+        assert min(trained) > 1e-4, trained
+
+
+def test_likelihood_from_is_a_step_and_needs_a_density():
+    generator = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    critic = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match="or `likelihood_from`, needs a generator"):
+        WGAN(generator, critic, latent_dim=2, likelihood_from=0)
+    with pytest.raises(ValueError, match="`likelihood_from` must be"):
+        WGAN(generator, critic, latent_dim=2, likelihood_from=-1)

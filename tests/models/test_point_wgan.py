@@ -49,7 +49,7 @@ def test_point_defaults_are_the_ones_used(grid):
     settings = PointSettings()
     assert settings == (
         100, (64, 64, 64), 3, 128, 0.1, 2e-3, 1e-5, 10000, 1.0, 0.75, 0.0, 0.0035,
-        1.0, False,
+        1.0, True, 0.1,
     )  # fmt: skip
     model = WGAN.for_points(grid, seed=0)
     std = float(np.sqrt(((grid - grid.mean(0)) ** 2).mean()))
@@ -64,9 +64,17 @@ def test_point_defaults_are_the_ones_used(grid):
     assert model.anchor_weight == 1.0
     components = model.generator.get_layer("gaussian_components")
     assert components.std == pytest.approx(std, rel=1e-6)
-    assert not components.learn_weights
-    learned = WGAN.for_points(grid, PointSettings(learn_weights=True), seed=0)
-    assert learned.generator.get_layer("gaussian_components").learn_weights
+    assert components.learn_weights
+    assert model.likelihood_from == 9000  # the last tenth of 10000 steps
+    equal = WGAN.for_points(
+        grid, PointSettings(learn_weights=False, likelihood_phase=0.0), seed=0
+    )
+    assert not equal.generator.get_layer("gaussian_components").learn_weights
+    assert equal.likelihood_from is None
+    short = WGAN.for_points(grid, PointSettings(steps=40), seed=0)
+    assert short.likelihood_from == 36
+    with pytest.raises(ValueError, match=r"`likelihood_phase` must be in \[0, 1\)"):
+        WGAN.for_points(grid, PointSettings(likelihood_phase=1.0), seed=0)
     np.testing.assert_allclose(components.mean, grid.mean(0), rtol=1e-6)
     latent = components.latent
     assert latent.centres.shape == (100, 2)

@@ -321,11 +321,12 @@ class WGAN(_BackendSteps, keras.Model):
           of any scale;
         - the generator draws from a mixture of Gaussians
           (`GaussianComponents`): its noise picks one of the about
-          `settings.components` equal components of a `MixtureLatent` grid over
-          [-2, 2]^d, and an MLP of that component's centre gives its mean and
-          shape, so that it need not draw points between separate modes (a
-          single Gaussian latent must); its input has `d + 1` numbers
-          (`latent_dim`);
+          `settings.components` components of a `MixtureLatent` grid over
+          [-2, 2]^d, with probabilities that training learns
+          (`settings.learn_weights`), and an MLP of that component's centre
+          gives its mean and shape, so that it need not draw points between
+          separate modes (a single Gaussian latent must); its input has
+          `d + 1` numbers (`latent_dim`);
         - the generator's loss has the energy term (`settings.energy_weight`,
           `settings.energy_exponent`, distances in the data's standard
           deviation), the likelihood term (`settings.likelihood_weight`) and

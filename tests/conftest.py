@@ -63,7 +63,8 @@ def _clear_keras_session():
     Matplotlib, traced functions) stay alive to the end; unfrozen, every later
     `clear_session()` traversed them all again, and teardowns grew to 1.7 s by the
     end of the suite (218 s of teardown over 685 tests on TensorFlow). Freezing
-    right after the collection keeps each one to what the test itself left.
+    again after each test's `clear_session()` (which has just collected that
+    test's garbage) keeps the next one to what the next test leaves.
     """
     yield
     keras.backend.clear_session()

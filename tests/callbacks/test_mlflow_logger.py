@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -53,8 +54,11 @@ class Server:
             *["--default-artifact-root", str(folder / "artifacts")],
             *["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"],
         ]
+        # Without the server's job runner: MLflow 3 starts it by default, and its
+        # worker processes (each importing MLflow) are nothing these tests use.
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         with open(self.log, "w") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=log)
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, env=env)
 
     def wait_up(self) -> MlflowClient:
         client = MlflowClient(self.uri)

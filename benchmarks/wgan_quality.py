@@ -182,6 +182,10 @@ def pacgan_coverage(samples: np.ndarray, centres: np.ndarray, std: float) -> dic
     return {"modes": modes, "high_quality": float(high.mean()), "reverse_kl": kl}
 
 
+#: --jit's choices, as `compile`'s `jit_compile`.
+JIT = {"on": True, "off": False, "auto": "auto"}
+
+
 def settings_from(args: argparse.Namespace) -> Any:
     """`PointSettings` with the options that were given in place of defaults."""
     from kerasteps.models import PointSettings
@@ -273,7 +277,8 @@ def train_and_score(name: str, scale: float, seed: int, args: Any) -> dict:
     case = case_of(name, scale)
     x = training_points(case, scale, seed)
     settings = settings_from(args)
-    model = WGAN.for_points(x, settings, seed=seed, steps_per_execution=args.spe)
+    jit = {} if args.jit is None else {"jit_compile": JIT[args.jit]}
+    model = WGAN.for_points(x, settings, seed=seed, steps_per_execution=args.spe, **jit)
     batches = WGAN.make_dataset(
         x, settings.batch_size, settings.n_critic, seed=seed, repeat=True
     )
@@ -421,6 +426,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="the test seeds by default; tune on 0-4",
     )
     parser.add_argument("--spe", type=int, default=50, help="steps_per_execution")
+    parser.add_argument(
+        "--jit",
+        choices=list(JIT),
+        help="compile's jit_compile (default: WGAN.for_points's, on with "
+        "TensorFlow; auto: Keras's choice, off on a CPU with TensorFlow)",
+    )
     parser.add_argument(
         "--backend",
         choices=["tensorflow", "jax", "torch"],

@@ -66,6 +66,13 @@ def test_point_defaults_are_the_ones_used(grid):
     assert components.std == pytest.approx(std, rel=1e-6)
     assert components.learn_weights
     assert model.likelihood_from == 9000  # the last tenth of 10000 steps
+    # XLA from 5000 steps, which Keras's "auto" leaves off on a CPU with
+    # TensorFlow (JAX always compiles, PyTorch's "auto" is off); a given
+    # jit_compile is kept.
+    assert model.jit_compile is (keras.backend.backend() != "torch")
+    assert WGAN.for_points(grid, seed=0, jit_compile=False).jit_compile is False
+    below = WGAN.for_points(grid, PointSettings(steps=4999), seed=0)
+    assert below.jit_compile is (keras.backend.backend() == "jax")
     equal = WGAN.for_points(
         grid, PointSettings(learn_weights=False, likelihood_phase=0.0), seed=0
     )

@@ -100,10 +100,11 @@ def likelihood_from(settings: PointSettings) -> int | None:
 
 
 #: The fewest steps for which `for_points` compiles the step with XLA on
-#: TensorFlow. On 2 CPU cores (ring, default settings, one run alone), XLA costs
-#: about 8 s of wall time more to start (11.5 s for 50 steps against 3.8 s) and
-#: saves about 1.7 ms per step (2.5 ms against 4.2 ms): it pays back from about
-#: 4500 steps, and takes 54 s against 69 s for 10000.
+#: TensorFlow. On 2 CPU cores (ring, default settings, one run alone, measured at
+#: two times of a shared machine), XLA costs 4.6-7.7 s of wall time more to start
+#: (50 steps: 8.8-11.5 s against 3.8-4.2 s) and saves 0.5-1.7 ms of wall time and
+#: 2.3-4 ms of CPU per step; 10000 steps took 0.78-0.98x the wall time and
+#: 0.63-0.82x the CPU time without it.
 XLA_FROM_STEPS = 5000
 
 

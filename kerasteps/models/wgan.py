@@ -348,8 +348,8 @@ class WGAN(_BackendSteps, keras.Model):
         with XLA (`jit_compile=True`) unless `compile_kwargs` say otherwise:
         Keras's `"auto"` leaves XLA off on CPU-only machines, where these small
         networks train faster with it once its compile time is paid back (10000
-        steps on the ring, alone on 2 cores: 54 s and 72 s of CPU, against 69 s
-        and 114 s; `benchmarks/wgan_quality.py --jit on|auto`).
+        steps on the ring, alone on 2 cores: 0.78-0.98x the wall time and
+        0.63-0.82x the CPU time; `benchmarks/wgan_quality.py --jit on|auto`).
 
         Train it for `settings.steps` steps on `WGAN.make_dataset(x,
         settings.batch_size, settings.n_critic)`. Everything, the latent's

@@ -66,13 +66,15 @@ def test_point_defaults_are_the_ones_used(grid):
     assert components.std == pytest.approx(std, rel=1e-6)
     assert components.learn_weights
     assert model.likelihood_from == 9000  # the last tenth of 10000 steps
-    # XLA from 5000 steps, which Keras's "auto" leaves off on a CPU with
-    # TensorFlow (JAX always compiles, PyTorch's "auto" is off); a given
-    # jit_compile is kept.
+    # XLA on TensorFlow from 5000 steps, where Keras's "auto" leaves it off on a
+    # CPU; Keras's "auto" elsewhere (JAX always compiles, PyTorch's is off); a
+    # given jit_compile is kept.
+    tensorflow = keras.backend.backend() == "tensorflow"
+    assert model.get_compile_config()["jit_compile"] == (True if tensorflow else "auto")
     assert model.jit_compile is (keras.backend.backend() != "torch")
-    assert WGAN.for_points(grid, seed=0, jit_compile=False).jit_compile is False
     below = WGAN.for_points(grid, PointSettings(steps=4999), seed=0)
-    assert below.jit_compile is (keras.backend.backend() == "jax")
+    assert below.get_compile_config()["jit_compile"] == "auto"
+    assert WGAN.for_points(grid, seed=0, jit_compile=False).jit_compile is False
     equal = WGAN.for_points(
         grid, PointSettings(learn_weights=False, likelihood_phase=0.0), seed=0
     )

@@ -430,7 +430,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--jit",
         choices=list(JIT),
         help="compile's jit_compile (default: WGAN.for_points's, on with "
-        "TensorFlow; auto: Keras's choice, off on a CPU with TensorFlow)",
+        "TensorFlow from 5000 steps; auto: Keras's choice, off on a CPU with "
+        "TensorFlow)",
     )
     parser.add_argument(
         "--backend",

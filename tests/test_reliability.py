@@ -509,11 +509,22 @@ def test_a_second_process_on_the_same_directories_fails_before_training(
     first = _start(tmp_path, "--sleep", "0.2")
     try:
         _wait_for(first, "READY")
-        second = _start(tmp_path, "--sleep", "0.2", "--after-fail", "0")
-        out, err = _finish(second)
-        assert second.returncode == 3  # the script caught the error from fit()
-        assert "is being written by another process (pid " + str(first.pid) in out
-        assert "READY" not in out  # not a single step
+        # The second process is this one, with the script's sinks.
+        second = tiny_model()
+        with pytest.raises(RuntimeError) as raised:
+            fit_steps(
+                second,
+                20,
+                [
+                    StepCheckpoint(tmp_path / "ckpt", every=1000),
+                    JSONLinesLogger(tmp_path / "log.jsonl", every=10),
+                ],
+            )
+        assert f"is being written by another process (pid {first.pid}" in str(
+            raised.value
+        )
+        assert kerasteps.global_step(second) == 0  # not a single step
+        assert first.poll() is None  # the first goes on
     finally:
         first.kill()
         first.wait()

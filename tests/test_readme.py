@@ -58,6 +58,12 @@ def run_script(folder, name: str, code: str) -> subprocess.CompletedProcess:
     )
 
 
+def exec_here(code: str, name: str) -> None:
+    """Runs `code` as the script `name` (`__main__`) in this process, in the current
+    folder: where a process of its own is not what a test checks."""
+    exec(compile(code, name, "exec"), {"__name__": "__main__"})
+
+
 def test_own_gan_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
     part = section("Your own GAN or multi-optimizer model", "docs/own-gan.md")
     code = blocks(part, "python")[0]
@@ -80,7 +86,7 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
     first, rest = quoted.split("[...]")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StepNotCountedError) as raised:
-        exec(compile(undeclared, "undeclared.py", "exec"), {"__name__": "__main__"})
+        exec_here(undeclared, "undeclared.py")
     message = str(raised.value)
     assert message.startswith(first.strip())
     for line in rest.strip().splitlines():
@@ -140,10 +146,7 @@ def test_long_runs_script_says_where_it_resumed(tmp_path, monkeypatch, capsys):
     assert "MAX_STEPS = 3000" in code
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as ended:
-        exec(
-            compile(code.replace("3000", "300"), "train.py", "exec"),
-            {"__name__": "__main__"},
-        )
+        exec_here(code.replace("3000", "300"), "train.py")
     assert ended.value.code == 0
     first = capsys.readouterr().out
     assert "Resumed" not in first

@@ -506,20 +506,18 @@ def test_board_child_dies_with_a_killed_launcher(tmp_path):
 def test_a_second_process_on_the_same_directories_fails_before_training(
     tmp_path, caplog
 ):
+    def sinks():  # the script's, on the same directories
+        return [
+            StepCheckpoint(tmp_path / "ckpt", every=1000),
+            JSONLinesLogger(tmp_path / "log.jsonl", every=10),
+        ]
+
     first = _start(tmp_path, "--sleep", "0.2")
     try:
         _wait_for(first, "READY")
-        # The second process is this one, with the script's sinks.
-        second = tiny_model()
+        second = tiny_model()  # the second process is this one
         with pytest.raises(RuntimeError) as raised:
-            fit_steps(
-                second,
-                20,
-                [
-                    StepCheckpoint(tmp_path / "ckpt", every=1000),
-                    JSONLinesLogger(tmp_path / "log.jsonl", every=10),
-                ],
-            )
+            fit_steps(second, 20, sinks())
         assert f"is being written by another process (pid {first.pid}" in str(
             raised.value
         )
@@ -532,14 +530,7 @@ def test_a_second_process_on_the_same_directories_fails_before_training(
     # takes them over with one INFO line each (the normal resume after a crash).
     model = tiny_model()
     with caplog.at_level(logging.INFO, logger="kerasteps"):
-        fit_steps(
-            model,
-            20,
-            [
-                StepCheckpoint(tmp_path / "ckpt", every=1000),
-                JSONLinesLogger(tmp_path / "log.jsonl", every=10),
-            ],
-        )
+        fit_steps(model, 20, sinks())
     assert kerasteps.global_step(model) == 20
     taken = [r for r in caplog.records if "taking over" in r.getMessage()]
     assert [r.levelname for r in taken] == ["INFO", "INFO"]

@@ -85,3 +85,18 @@ def check_names(name: str, value: Any) -> list[str] | None:
     if isinstance(value, str):
         raise TypeError(f"`{name}` must be a sequence of names, received {value!r}.")
     return list(value)
+
+
+def check_activation(name: str, value: Any) -> Any:
+    """Returns `value` if Keras knows the activation (None means linear)."""
+    if value is None:
+        return None
+    import keras
+
+    try:
+        keras.activations.get(value)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"`{name}` must be a Keras activation, received {value!r}: {error}"
+        ) from None
+    return value

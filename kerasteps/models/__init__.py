@@ -8,16 +8,10 @@ from kerasteps.models.gan_builders import (
     build_point_critic,
     build_point_generator,
 )
-from kerasteps.models.gaussian_components import GaussianComponents
-from kerasteps.models.mixture_latent import MixtureLatent
 from kerasteps.models.mlp import build_mlp
-from kerasteps.models.point_settings import PointSettings
 
 __all__ = [
     "WGAN",
-    "GaussianComponents",
-    "MixtureLatent",
-    "PointSettings",
     "build_image_classifier",
     "build_image_critic",
     "build_image_generator",

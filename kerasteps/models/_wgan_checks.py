@@ -60,13 +60,6 @@ class Arguments(NamedTuple):
     gradient_penalty: float | None
     clip_value: float | None
     seed: int | None
-    energy_weight: float
-    energy_exponent: float
-    energy_unit: float
-    real_gradient_penalty: float
-    likelihood_weight: float
-    anchor_weight: float
-    likelihood_from: int | None
 
 
 def arguments(
@@ -75,84 +68,14 @@ def arguments(
     gradient_penalty: Any,
     clip_value: Any,
     seed: Any,
-    energy: tuple[Any, Any, Any] = (0.0, 1.0, 1.0),
-    real_gradient_penalty: Any = 0.0,
-    likelihood_weight: Any = 0.0,
-    anchor_weight: Any = 0.0,
-    likelihood_from: Any = None,
 ) -> Arguments:
-    """Checks the WGAN's scalar arguments, in this order; returns them checked.
-    `energy` is `(energy_weight, energy_exponent, energy_unit)`."""
+    """Checks the WGAN's scalar arguments, in this order; returns them checked."""
     latent_dim = integer("latent_dim", latent_dim)
     n_critic = integer("n_critic", n_critic)
     gradient_penalty, clip_value = regulariser(gradient_penalty, clip_value)
     if seed is not None:
         seed = integer("seed", seed, 0)
-    weight, exponent, unit = energy
-    if weight != 0:
-        weight = check_positive_number("energy_weight", weight, allowed=" or 0")
-    exponent = check_positive_number("energy_exponent", exponent)
-    if exponent >= 2:
-        raise ValueError(
-            "`energy_exponent` must be in (0, 2), where the energy distance is a "
-            f"distance between distributions; received {exponent!r}."
-        )
-    unit = check_positive_number("energy_unit", unit)
-    if real_gradient_penalty != 0:
-        real_gradient_penalty = check_positive_number(
-            "real_gradient_penalty", real_gradient_penalty, allowed=" or 0"
-        )
-    if likelihood_weight != 0:
-        likelihood_weight = check_positive_number(
-            "likelihood_weight", likelihood_weight, allowed=" or 0"
-        )
-    if anchor_weight != 0:
-        anchor_weight = check_positive_number(
-            "anchor_weight", anchor_weight, allowed=" or 0"
-        )
-    if likelihood_from is not None:
-        likelihood_from = integer("likelihood_from", likelihood_from, 0)
-    return Arguments(
-        latent_dim,
-        n_critic,
-        gradient_penalty,
-        clip_value,
-        seed,
-        float(weight),
-        exponent,
-        unit,
-        float(real_gradient_penalty),
-        float(likelihood_weight),
-        float(anchor_weight),
-        likelihood_from,
-    )
-
-
-def density_layer(generator: Any, args: Arguments) -> Any:
-    """The generator's layer with a `log_density` (the generator itself, or its
-    one such layer) when `likelihood_weight` or `anchor_weight` is > 0 or
-    `likelihood_from` is set, else None; raises `ValueError` for a generator
-    without one."""
-    if not (
-        args.likelihood_weight or args.anchor_weight or args.likelihood_from is not None
-    ):
-        return None
-    if hasattr(generator, "log_density"):
-        return generator
-    found = [
-        layer
-        for layer in getattr(generator, "layers", [])
-        if hasattr(layer, "log_density")
-    ]
-    if len(found) != 1:
-        raise ValueError(
-            "`likelihood_weight` or `anchor_weight` > 0, or `likelihood_from`, "
-            "needs a generator whose "
-            "samples are a Gaussian mixture: one layer with a `log_density` and a "
-            "`mean_distances` method, such as "
-            f"`GaussianComponents`; {generator.name!r} has {len(found)}."
-        )
-    return found[0]
+    return Arguments(latent_dim, n_critic, gradient_penalty, clip_value, seed)
 
 
 def uses_float16(layer: keras.Layer) -> bool:

@@ -25,11 +25,9 @@ from kerasteps import _compat
 from kerasteps.models._wgan_step import (
     CriticResult,
     critic_batches,
-    generator_loss,
     mean_of,
     penalty_terms,
     scores,
-    squared_norms,
 )
 
 
@@ -157,18 +155,9 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
             out, non_trainable = critic(x, non_trainable)
             return keras.ops.sum(out), (out, non_trainable)
 
-        real_terms = None
-        if self.real_gradient_penalty:
-            (_, (d_real, c_non_trainable)), real_grads = jax.value_and_grad(
-                summed, has_aux=True
-            )(real, c_non_trainable)
-            real_terms = squared_norms(real_grads, len(self._sample_shape))
-        else:
-            d_real, c_non_trainable = critic(real, c_non_trainable)
+        d_real, c_non_trainable = critic(real, c_non_trainable)
         d_fake, c_non_trainable = critic(fake, c_non_trainable)
         per_example = d_fake - d_real
-        if real_terms is not None:
-            per_example = per_example + self.real_gradient_penalty * real_terms
         penalty = None
         if e is not None:
             x_hat = e * real + (1.0 - e) * fake
@@ -191,8 +180,6 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         c_non_trainable,
         opt_values,
         z,
-        real,
-        g_step,
     ):
         fake, g_non_trainable = self.generator.stateless_call(
             g_trainable, g_non_trainable, z, training=True
@@ -200,15 +187,9 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         out, c_non_trainable = self.critic.stateless_call(
             c_trainable, c_non_trainable, fake, training=True
         )
-        # The likelihood term reads the generator's variables: the traced ones.
-        variables = self.generator.trainable_variables + (
-            self.generator.non_trainable_variables
-        )
-        mapping = zip(variables, [*g_trainable, *g_non_trainable], strict=True)
-        with keras.StatelessScope(state_mapping=list(mapping)):
-            g_loss, energy = generator_loss(self, scores(out), fake, real, g_step)
+        g_loss = -keras.ops.mean(scores(out))
         scaled = _scale(self.g_optimizer, opt_values, g_loss)
-        return scaled, (g_loss, energy, g_non_trainable, c_non_trainable)
+        return scaled, (g_loss, g_non_trainable, c_non_trainable)
 
     def train_step(self, state: tuple, data: Any) -> tuple[dict[str, Any], tuple]:
         """`n_critic` critic updates on fresh real batches, then one generator
@@ -227,9 +208,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
                 results.append(result)
             z = self._draw_latent(real.shape[0])
             new_seed = noise.get_current_value(seed_state)
-        g_loss, energy, g_applied, values = self._generator_update(
-            at, values, z, real[:, 0], non_trainable[at.g_step]
-        )
+        g_loss, g_applied, values = self._generator_update(at, values, z)
 
         trainable, non_trainable = _put(at, values, trainable, non_trainable)
         d_step = non_trainable[at.d_step] + sum(r.applied for r in results)
@@ -238,7 +217,7 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         non_trainable[at.g_step] = g_step
         non_trainable[at.seed] = new_seed
 
-        logs, metrics_values = self._track(metrics_values, results, g_loss, energy)
+        logs, metrics_values = self._track(metrics_values, results, g_loss)
         logs["d_step"] = d_step
         logs["g_step"] = g_step
         optimizer_values = [*values.g_opt, *values.d_opt]
@@ -274,23 +253,14 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         return CriticResult(d_loss, wasserstein, penalty, applied), values
 
     def _generator_update(
-        self, at: _Layout, values: _Values, z: Any, real: Any, g_step: Any
-    ) -> tuple[Any, Any, Any, _Values]:
-        """One generator update on the latent batch `z` (`real`: the first critic
-        batch, for the energy term; `g_step`: the generator steps done before
-        it, for the likelihood phase); returns the generator loss, the energy term
-        (or None), 1 or 0 (applied or skipped by a loss-scaling optimizer) and the
-        new values."""
+        self, at: _Layout, values: _Values, z: Any
+    ) -> tuple[Any, Any, _Values]:
+        """One generator update on the latent batch `z`; returns the generator
+        loss, 1 or 0 (applied or skipped by a loss-scaling optimizer) and the new
+        values."""
         generator_grad = jax.grad(self._generator_loss, has_aux=True)
-        grads, (g_loss, energy, g_nt, c_nt) = generator_grad(
-            values.g_train,
-            values.g_nt,
-            values.c_train,
-            values.c_nt,
-            values.g_opt,
-            z,
-            real,
-            g_step,
+        grads, (g_loss, g_nt, c_nt) = generator_grad(
+            values.g_train, values.g_nt, values.c_train, values.c_nt, values.g_opt, z
         )
         before = values.g_opt[at.g_iterations]
         g_train, g_opt = self.g_optimizer.stateless_apply(
@@ -298,14 +268,13 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         )
         applied = keras.ops.cast(g_opt[at.g_iterations] - before, self.d_step.dtype)
         values = values._replace(g_train=g_train, g_nt=g_nt, c_nt=c_nt, g_opt=g_opt)
-        return g_loss, energy, applied, values
+        return g_loss, applied, values
 
     def _track(
         self,
         metrics_values: list,
         results: list[CriticResult],
         g_loss: Any,
-        energy: Any,
     ) -> tuple[dict[str, Any], list]:
         """Updates the mean trackers statelessly, once with the mean over the
         critic updates (equal to updating them `n_critic` times)."""
@@ -316,8 +285,6 @@ class JaxSteps(_compat.JaxTrainerWithOptimizers):
         }
         if self.gp_tracker is not None:
             values["gradient_penalty"] = mean_of([r.penalty for r in results])
-        if self.energy_tracker is not None:
-            values["energy_distance"] = energy
         logs: dict[str, Any] = {}
         new_values: list = []
         start = 0

@@ -2,7 +2,7 @@
 
 Each backend has its own training core (`_wgan_tf`, `_wgan_jax`, `_wgan_torch`),
 written in the style of that backend's Keras trainer; they share the data contract,
-the noise draws, the loss terms and the named result of a critic update defined
+the noise draws, the penalty and the named result of a critic update defined
 here, so that the three compute the same step.
 """
 
@@ -66,17 +66,13 @@ def critic_batches(data: Any, n_critic: int, sample_shape: tuple) -> Any:
     return keras.ops.reshape(x[: batch * n_critic], (batch, n_critic, *sample_shape))
 
 
-def squared_norms(gradients: Any, sample_rank: int) -> Any:
-    """`||g||^2` per example, in float32: the real-gradient penalty's terms."""
+def penalty_terms(gradients: Any, sample_rank: int) -> Any:
+    """`(||g|| - 1)^2` per example, in float32, the norm taken as
+    `sqrt(sum(g^2) + 1e-12)`."""
     gradients = keras.ops.cast(gradients, "float32")
     axes = tuple(range(1, sample_rank + 1))
-    return keras.ops.sum(keras.ops.square(gradients), axis=axes)
-
-
-def penalty_terms(gradients: Any, sample_rank: int) -> Any:
-    """`(||g|| - 1)^2` per example, the norm taken as `sqrt(sum(g^2) + 1e-12)`."""
-    norm = keras.ops.sqrt(squared_norms(gradients, sample_rank) + GP_NORM_EPSILON)
-    return keras.ops.square(norm - 1.0)
+    squared = keras.ops.sum(keras.ops.square(gradients), axis=axes)
+    return keras.ops.square(keras.ops.sqrt(squared + GP_NORM_EPSILON) - 1.0)
 
 
 def scores(output: Any) -> Any:
@@ -84,83 +80,6 @@ def scores(output: Any) -> Any:
     return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")
 
 
-def generator_loss(
-    model: Any, fake_scores: Any, fake: Any, real: Any, g_step: Any = None
-) -> tuple:
-    """The generator's loss, `-E[D(fake)]` plus the weighted energy term of a
-    model with `energy_weight > 0`, the weighted negative log-density of the real
-    batch of one with `likelihood_weight > 0`, and the weighted mean distance from
-    the generator's components to the real batch of one with `anchor_weight > 0`;
-    and the energy term's unweighted value (else None). From generator step
-    `model.likelihood_from` on, the loss is the real batch's negative
-    log-density alone (the energy term is still returned, for its metric).
-
-    `real` is the first critic batch of real examples; `g_step` the generator
-    steps done so far (default: `model.g_step`, where reading it is traced)."""
-    loss = -keras.ops.mean(fake_scores)
-    nll = None
-    if model.likelihood_weight or model.likelihood_from is not None:
-        nll = -keras.ops.mean(model._log_density(keras.ops.cast(real, "float32")))
-    if model.likelihood_weight:
-        loss = loss + model.likelihood_weight * nll
-    if model.anchor_weight:
-        distances, probabilities = model._mean_distances(
-            keras.ops.cast(real, "float32")
-        )
-        loss = loss + model.anchor_weight * keras.ops.sum(probabilities * distances)
-    energy = None
-    if model.energy_weight:
-        energy = energy_distance(
-            fake,
-            keras.ops.cast(real, fake.dtype),
-            model.energy_exponent,
-            model.energy_unit,
-        )
-        loss = loss + model.energy_weight * energy
-    if model.likelihood_from is not None:
-        step = model.g_step if g_step is None else g_step
-        phase = keras.ops.cast(
-            keras.ops.greater_equal(step, model.likelihood_from), "float32"
-        )
-        loss = (1.0 - phase) * keras.ops.cast(loss, "float32") + phase * nll
-    return loss, energy
-
-
 def mean_of(values: list[Any]) -> Any:
     """The mean of a list of scalars."""
     return keras.ops.mean(keras.ops.stack(values))
-
-
-def energy_distance(x: Any, y: Any, exponent: float = 1.0, unit: float = 1.0) -> Any:
-    """The energy distance between two batches, its unbiased (U-statistic) estimate.
-
-    `2 E|x - y|^b - E|x - x'|^b - E|y - y'|^b` over distinct pairs, with distances
-    in units of `unit` and `b = exponent` in (0, 2) (Szekely and Rizzo's family;
-    1 is the energy distance itself), times `unit`; samples flattened, in float32.
-    It is 0 in expectation for two batches of one distribution and positive
-    otherwise; an estimate can be slightly negative.
-    """
-    x = keras.ops.cast(keras.ops.reshape(x, (keras.ops.shape(x)[0], -1)), "float32")
-    y = keras.ops.cast(keras.ops.reshape(y, (keras.ops.shape(y)[0], -1)), "float32")
-    x, y = x / unit, y / unit
-
-    def mean_distance(a: Any, b: Any, distinct: bool) -> Any:
-        squared = (
-            keras.ops.sum(a * a, axis=1)[:, None]
-            + keras.ops.sum(b * b, axis=1)[None, :]
-            - 2.0 * keras.ops.matmul(a, keras.ops.transpose(b))
-        )
-        # Safe at 0, where the gradient of the root is not finite.
-        distance = keras.ops.sqrt(keras.ops.maximum(squared, 0.0) + GP_NORM_EPSILON)
-        if exponent != 1.0:
-            distance = keras.ops.power(distance, exponent)
-        n = keras.ops.cast(keras.ops.shape(a)[0], "float32")
-        m = keras.ops.cast(keras.ops.shape(b)[0], "float32")
-        if not distinct:
-            return keras.ops.sum(distance) / (n * m)
-        # The diagonal holds sqrt(1e-12) ** exponent, not 0: take it out.
-        diagonal = keras.ops.sum(keras.ops.diagonal(distance))
-        return (keras.ops.sum(distance) - diagonal) / (n * (n - 1.0))
-
-    within = mean_distance(x, x, True) + mean_distance(y, y, True)
-    return unit * (2.0 * mean_distance(x, y, False) - within)

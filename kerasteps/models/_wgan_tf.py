@@ -16,11 +16,9 @@ import tensorflow as tf
 from kerasteps.models import _wgan_checks as checks
 from kerasteps.models._wgan_step import (
     CriticResult,
-    generator_loss,
     penalty_terms,
     real_examples,
     scores,
-    squared_norms,
 )
 
 
@@ -80,17 +78,6 @@ class TensorFlowSteps:
         """Interpolation weights, shape (batch, 1, ..., 1)."""
         return self._replica_share(lambda size: self._draw_uniform(size, dtype), batch)
 
-    def _real_scores(self, real: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor | None]:
-        """Critic scores of the real batch and, with a real-gradient penalty,
-        `||grad D(real)||^2` per example (else None)."""
-        if not self.real_gradient_penalty:
-            return self._critic(real), None
-        with tf.GradientTape() as tape:
-            tape.watch(real)
-            d_real = self._critic(real)
-        terms = squared_norms(tape.gradient(d_real, real), len(self._sample_shape))
-        return d_real, terms
-
     def _critic_update(
         self, real: tf.Tensor, fake: tf.Tensor, e: tf.Tensor | None
     ) -> CriticResult:
@@ -98,11 +85,9 @@ class TensorFlowSteps:
         variables = self.critic.trainable_variables
         penalty = None
         with tf.GradientTape() as tape:
-            d_real, real_terms = self._real_scores(real)
+            d_real = self._critic(real)
             d_fake = self._critic(fake)
             per_example = d_fake - d_real
-            if real_terms is not None:
-                per_example = per_example + self.real_gradient_penalty * real_terms
             if e is not None:
                 x_hat = e * real + (1.0 - e) * fake
                 with tf.GradientTape() as gp_tape:
@@ -124,19 +109,17 @@ class TensorFlowSteps:
         wasserstein = tf.reduce_mean(d_real) - tf.reduce_mean(d_fake)
         return CriticResult(d_loss, wasserstein, penalty, applied)
 
-    def _generator_update(self, batch: tf.Tensor, real: tf.Tensor) -> tuple:
-        """One generator update (`real`: the first critic batch, for the energy
-        term); returns (g_loss, the energy term or None, 1 if applied else 0)."""
+    def _generator_update(self, batch: tf.Tensor) -> tuple:
+        """One generator update; returns (g_loss, 1 if applied else 0)."""
         z = self._latent(batch)
         variables = self.generator.trainable_variables
         with tf.GradientTape() as tape:
-            fake = self.generator(z, training=True)
-            g_loss, energy = generator_loss(self, self._critic(fake), fake, real)
+            g_loss = -tf.reduce_mean(self._critic(self.generator(z, training=True)))
             scaled_loss = g_loss * self._replica_scale()
             if isinstance(self.g_optimizer, keras.optimizers.LossScaleOptimizer):
                 scaled_loss = self.g_optimizer.scale_loss(scaled_loss)
         applied = self._apply(self.g_optimizer, tape, scaled_loss, variables)
-        return g_loss, energy, applied
+        return g_loss, applied
 
     def train_step(self, data: Any) -> dict[str, Any]:
         """`n_critic` critic updates on fresh real batches, then one generator
@@ -156,13 +139,11 @@ class TensorFlowSteps:
         # Count applied updates only: a LossScaleOptimizer skips an update with
         # non-finite gradients without increasing its iterations.
         self.d_step.assign_add(tf.add_n([r.applied for r in results]))
-        g_loss, energy, g_applied = self._generator_update(batch, real[:, 0])
+        g_loss, g_applied = self._generator_update(batch)
         self.g_step.assign_add(g_applied)
-        return self._track(results, g_loss, energy)
+        return self._track(results, g_loss)
 
-    def _track(
-        self, results: list[CriticResult], g_loss: Any, energy: Any
-    ) -> dict[str, Any]:
+    def _track(self, results: list[CriticResult], g_loss: Any) -> dict[str, Any]:
         # Every train_step has n_critic critic updates, so updating the mean
         # trackers once with the mean over them equals updating them n times.
         self.d_loss_tracker.update_state(tf.reduce_mean([r.d_loss for r in results]))
@@ -172,8 +153,6 @@ class TensorFlowSteps:
         if self.gp_tracker is not None:
             self.gp_tracker.update_state(tf.reduce_mean([r.penalty for r in results]))
         self.g_loss_tracker.update_state(g_loss)
-        if self.energy_tracker is not None:
-            self.energy_tracker.update_state(energy)
         logs = {m.name: m.result() for m in self.metrics}
         logs["d_step"] = tf.identity(self.d_step)
         logs["g_step"] = tf.identity(self.g_step)

@@ -18,11 +18,9 @@ import torch
 from kerasteps.models._wgan_step import (
     CriticResult,
     critic_batches,
-    generator_loss,
     mean_of,
     penalty_terms,
     scores,
-    squared_norms,
 )
 
 
@@ -45,15 +43,9 @@ class TorchSteps:
     def _critic_update(self, real: Any, fake: Any, e: Any | None) -> CriticResult:
         """One critic update on a real and a fake batch."""
         variables = self.critic.trainable_variables
-        if self.real_gradient_penalty:
-            real = real.detach().requires_grad_(True)
         d_real = scores(self.critic(real, training=True))
         d_fake = scores(self.critic(fake, training=True))
         per_example = d_fake - d_real
-        if self.real_gradient_penalty:
-            (grads,) = torch.autograd.grad(d_real.sum(), real, create_graph=True)
-            terms = squared_norms(grads, len(self._sample_shape))
-            per_example = per_example + self.real_gradient_penalty * terms
         penalty = None
         if e is not None:
             x_hat = (e * real + (1.0 - e) * fake).detach().requires_grad_(True)
@@ -76,17 +68,14 @@ class TorchSteps:
             applied,
         )
 
-    def _generator_update(self, batch: int, real: Any) -> tuple[Any, Any, Any]:
-        """One generator update (`real`: the first critic batch, for the energy
-        term); returns (g_loss, the energy term or None, 1 if applied else 0)."""
-        z = self._draw_latent(batch)
-        fake = self.generator(z, training=True)
-        fake_scores = scores(self.critic(fake, training=True))
-        g_loss, energy = generator_loss(self, fake_scores, fake, real)
+    def _generator_update(self, batch: int) -> tuple[Any, Any]:
+        """One generator update; returns (g_loss, 1 if applied else 0)."""
+        fake = self.generator(self._draw_latent(batch), training=True)
+        g_loss = -keras.ops.mean(scores(self.critic(fake, training=True)))
         applied = self._apply(
             self.g_optimizer, g_loss, self.generator.trainable_variables
         )
-        return g_loss.detach(), None if energy is None else energy.detach(), applied
+        return g_loss.detach(), applied
 
     def train_step(self, data: Any) -> dict[str, Any]:
         """`n_critic` critic updates on fresh real batches, then one generator
@@ -104,22 +93,18 @@ class TorchSteps:
             results.append(self._critic_update(real_i, fake, e))
         with torch.no_grad():
             self.d_step.assign_add(sum(r.applied for r in results))
-        g_loss, energy, g_applied = self._generator_update(batch, real[:, 0])
+        g_loss, g_applied = self._generator_update(batch)
         with torch.no_grad():
             self.g_step.assign_add(g_applied)
-        return self._track(results, g_loss, energy)
+        return self._track(results, g_loss)
 
-    def _track(
-        self, results: list[CriticResult], g_loss: Any, energy: Any
-    ) -> dict[str, Any]:
+    def _track(self, results: list[CriticResult], g_loss: Any) -> dict[str, Any]:
         # Once with the mean over the critic updates: equal to n_critic updates.
         self.d_loss_tracker.update_state(mean_of([r.d_loss for r in results]))
         self.wasserstein_tracker.update_state(mean_of([r.wasserstein for r in results]))
         if self.gp_tracker is not None:
             self.gp_tracker.update_state(mean_of([r.penalty for r in results]))
         self.g_loss_tracker.update_state(g_loss)
-        if self.energy_tracker is not None:
-            self.energy_tracker.update_state(energy)
         logs = {m.name: m.result() for m in self.metrics}
         logs["d_step"] = keras.ops.copy(self.d_step.value)
         logs["g_step"] = keras.ops.copy(self.g_step.value)

@@ -20,12 +20,18 @@ save to and load from `.keras` files without custom objects.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
+import numpy as np
 
-from kerasteps._validate import check_image_shape, check_int, check_name
-from kerasteps.models.mlp import build_mlp
+from kerasteps._validate import (
+    check_activation,
+    check_image_shape,
+    check_int,
+    check_ints,
+    check_name,
+)
 
 __all__ = [
     "build_image_critic",
@@ -40,72 +46,153 @@ _BASE_SIZE = {28: 7, 32: 8}
 _CRITIC_NORMALIZATIONS = ("layer", None)
 
 
+#: Hidden layer widths of both point networks: three ReLU layers of 128 units,
+#: measured on PacGAN's ring and grid (docs/benchmarks.md).
+POINT_WIDTHS = (128, 128, 128)
+
+
+class _Scaling(NamedTuple):
+    """Points' mean per coordinate, and one standard deviation over all of them."""
+
+    mean: list[float]
+    std: float
+
+
+def _scaling(data: Any, dim: int | None, dim_name: str) -> _Scaling | None:
+    """The scaling of `data` (None for None), checked: finite points `(N, d)`,
+    N >= 2, not all equal, with `d == dim` where `dim` is given."""
+    if data is None:
+        return None
+    x = np.asarray(data, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2 or not np.isfinite(x).all():
+        raise ValueError(
+            "`data` must be at least 2 points of shape (N, d) with finite values, "
+            f"received an array of shape {x.shape}."
+        )
+    if dim is not None and x.shape[1] != dim:
+        raise ValueError(
+            f"`data` holds points of {x.shape[1]} dimensions, `{dim_name}` is {dim}."
+        )
+    mean = x.mean(axis=0)
+    std = float(np.sqrt(((x - mean) ** 2).mean()))
+    if std == 0:
+        raise ValueError("`data` holds one point repeated: it has no scale.")
+    return _Scaling([float(m) for m in mean], std)
+
+
+def _point_mlp(
+    input_dim: int,
+    widths: Sequence[int],
+    output_dim: int,
+    activation: Any,
+    name: str,
+    before: keras.Layer | None = None,
+    after: keras.Layer | None = None,
+) -> keras.Model:
+    """An MLP of ReLU (or `activation`) layers of `widths` and a linear output,
+    with `before` and `after` around it, as one functional model."""
+    widths = check_ints("widths", widths)
+    check_activation("activation", activation)
+    inputs = keras.Input(shape=(input_dim,), name="inputs")
+    x = inputs if before is None else before(inputs)
+    for index, width in enumerate(widths):
+        x = keras.layers.Dense(width, activation=activation, name=f"hidden_{index}")(x)
+    x = keras.layers.Dense(output_dim, name="output")(x)
+    return keras.Model(inputs, x if after is None else after(x), name=check_name(name))
+
+
 def build_point_generator(
     latent_dim: int = 2,
     *,
-    widths: Sequence[int] = (64, 64),
-    output_dim: int = 2,
+    widths: Sequence[int] = POINT_WIDTHS,
+    output_dim: int | None = None,
     activation: Any = "relu",
+    data: Any = None,
     name: str = "point_generator",
 ) -> keras.Model:
     """Builds an MLP generator of low-dimensional points (2-D by default).
+
+    With `data`, the generator works in standardized units: its last layer, a
+    `Rescaling`, maps its output to the data's mean and standard deviation (one
+    over all coordinates, so the shapes keep their proportions), so the same
+    networks and optimizers fit points of any scale. Pass the same `data` to
+    `build_point_critic`.
 
     Input shape: `(batch, latent_dim)`. Output shape: `(batch, output_dim)`,
     unbounded (linear output layer).
 
     Args:
         latent_dim: Int >= 1, the size of the latent vectors. Default 2.
-        widths: Sequence of ints >= 1, the hidden layer widths. Default `(64, 64)`.
-        output_dim: Int >= 1, the dimension of a point. Default 2.
+        widths: Sequence of ints >= 1, the hidden layer widths. Default
+            `(128, 128, 128)`.
+        output_dim: Int >= 1, the dimension of a point, or None (the default)
+            for the data's (2 without `data`).
         activation: Activation of the hidden layers. Default `"relu"`.
+        data: Optional training points `(N, d)`, for the output's scale.
+            Defaults to `None`: no rescaling.
         name: Name of the model. Default `"point_generator"`.
 
     Returns:
         An uncompiled functional `keras.Model`.
 
     Raises:
-        ValueError: if a size is < 1 or the activation is unknown.
+        ValueError: if a size is < 1, the activation is unknown, or `data` is
+            not finite points `(N, d)` (with `d == output_dim` if given).
 
     Example:
 
+    >>> import numpy as np
     >>> from kerasteps.models import build_point_generator
-    >>> build_point_generator(8).output_shape
-    (None, 2)
+    >>> x = np.random.default_rng(0).normal(5.0, 3.0, size=(1000, 2))
+    >>> generator = build_point_generator(2, data=x)
+    >>> generator.output_shape, generator.layers[-1].name
+    ((None, 2), 'to_data_scale')
     """
-    return build_mlp(
-        check_int("latent_dim", latent_dim),
-        widths=widths,
-        output_dim=output_dim,
-        activation=activation,
-        output_activation=None,
-        name=name,
-    )
+    latent_dim = check_int("latent_dim", latent_dim)
+    scaling = _scaling(data, output_dim, "output_dim")
+    if output_dim is None:
+        output_dim = 2 if scaling is None else len(scaling.mean)
+    output_dim = check_int("output_dim", output_dim)
+    after = None
+    if scaling is not None:
+        after = keras.layers.Rescaling(
+            scaling.std, offset=scaling.mean, name="to_data_scale"
+        )
+    return _point_mlp(latent_dim, widths, output_dim, activation, name, after=after)
 
 
 def build_point_critic(
-    input_dim: int = 2,
+    input_dim: int | None = None,
     *,
-    widths: Sequence[int] = (64, 64),
-    activation: Any = "leaky_relu",
+    widths: Sequence[int] = POINT_WIDTHS,
+    activation: Any = "relu",
+    data: Any = None,
     name: str = "point_critic",
 ) -> keras.Model:
     """Builds an MLP critic of low-dimensional points: one unbounded score each.
 
     No batch normalization and no output activation, as WGAN and WGAN-GP require.
+    With `data`, the critic's first layer, a `Rescaling`, standardizes the points
+    by the data's mean and standard deviation (one over all coordinates).
 
     Input shape: `(batch, input_dim)`. Output shape: `(batch, 1)`, linear.
 
     Args:
-        input_dim: Int >= 1, the dimension of a point. Default 2.
-        widths: Sequence of ints >= 1, the hidden layer widths. Default `(64, 64)`.
-        activation: Activation of the hidden layers. Default `"leaky_relu"`.
+        input_dim: Int >= 1, the dimension of a point, or None (the default)
+            for the data's (2 without `data`).
+        widths: Sequence of ints >= 1, the hidden layer widths. Default
+            `(128, 128, 128)`.
+        activation: Activation of the hidden layers. Default `"relu"`.
+        data: Optional training points `(N, d)`, for the input's scale.
+            Defaults to `None`: no rescaling.
         name: Name of the model. Default `"point_critic"`.
 
     Returns:
         An uncompiled functional `keras.Model`.
 
     Raises:
-        ValueError: if a size is < 1 or the activation is unknown.
+        ValueError: if a size is < 1, the activation is unknown, or `data` is
+            not finite points `(N, d)` (with `d == input_dim` if given).
 
     Example:
 
@@ -113,14 +200,18 @@ def build_point_critic(
     >>> build_point_critic().output_shape
     (None, 1)
     """
-    return build_mlp(
-        input_dim,
-        widths=widths,
-        output_dim=1,
-        activation=activation,
-        output_activation=None,
-        name=name,
-    )
+    scaling = _scaling(data, input_dim, "input_dim")
+    if input_dim is None:
+        input_dim = 2 if scaling is None else len(scaling.mean)
+    input_dim = check_int("input_dim", input_dim)
+    before = None
+    if scaling is not None:
+        before = keras.layers.Rescaling(
+            1.0 / scaling.std,
+            offset=[-m / scaling.std for m in scaling.mean],
+            name="standardize",
+        )
+    return _point_mlp(input_dim, widths, 1, activation, name, before=before)
 
 
 def _check_gan_image_shape(value: Any) -> tuple[int, int, int]:

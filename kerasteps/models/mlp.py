@@ -7,22 +7,9 @@ from typing import Any
 
 import keras
 
-from kerasteps._validate import check_int, check_ints, check_name
+from kerasteps._validate import check_activation, check_int, check_ints, check_name
 
 __all__ = ["build_mlp"]
-
-
-def _check_activation(name: str, value: Any) -> Any:
-    """Checks that Keras knows the activation `value` (None means linear)."""
-    if value is None:
-        return None
-    try:
-        keras.activations.get(value)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"`{name}` must be a Keras activation, received {value!r}: {error}"
-        ) from None
-    return value
 
 
 def build_mlp(
@@ -88,8 +75,8 @@ def build_mlp(
     input_dim = check_int("input_dim", input_dim)
     widths = check_ints("widths", widths)
     output_dim = check_int("output_dim", output_dim)
-    _check_activation("activation", activation)
-    _check_activation("output_activation", output_activation)
+    check_activation("activation", activation)
+    check_activation("output_activation", output_activation)
     name = check_name(name)
 
     inputs = keras.Input(shape=(input_dim,), name="inputs")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import keras
 import numpy as np
@@ -10,13 +10,17 @@ import numpy as np
 from kerasteps import data
 from kerasteps.models import _wgan_checks as checks
 
-if TYPE_CHECKING:
-    from kerasteps.models.point_settings import PointSettings
-
 __all__ = ["WGAN"]
 
 #: Key of the seed generator's state in the WGAN's own `.keras` variables.
 _SEED_KEY = "seed_state"
+
+#: The default WGAN-GP optimizers' rate: linear from the first to the second over
+#: the run (`compile`'s `total_steps`), measured on PacGAN's ring and grid with
+#: the point networks (`benchmarks/wgan_candidates.py`, docs/benchmarks.md).
+DEFAULT_LEARNING_RATE, DEFAULT_FINAL_LEARNING_RATE = 2e-3, 1e-5
+#: The run's default length in generator steps (`compile`'s `total_steps`).
+DEFAULT_TOTAL_STEPS = 6000
 
 if keras.backend.backend() == "jax":
     from kerasteps.models._wgan_jax import JaxSteps as _BackendSteps
@@ -91,72 +95,19 @@ class WGAN(_BackendSteps, keras.Model):
     `n_critic * s - d_step` and `s - g_step` the numbers of skipped critic and
     generator updates.
 
-    **Energy term.** With `energy_weight > 0` the generator's loss is
-    `-E[D(fake)] + energy_weight * ED`, where `ED` is the energy distance between
-    the generator batch and the first critic batch of real examples (Szekely and
-    Rizzo's `2 E|x - y|^b - E|x - x'|^b - E|y - y'|^b`, its unbiased estimate
-    over distinct pairs, `b = energy_exponent` in (0, 2), distances in units of
-    `energy_unit`, times `energy_unit`). A 1-Lipschitz critic barely sees modes much
-    narrower than the distances between them, and the generator draws them
-    narrower than the data; the energy distance pulls each generated point toward
-    the real ones and pushes it from the other generated ones, at every scale,
-    and is 0 in expectation only when the two distributions are equal.
-    `WGAN.for_points` turns it on.
+    **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`,
+    `wasserstein` (the critic's estimate `E[D(real)] - E[D(fake)]`),
+    `gradient_penalty` (WGAN-GP only, the unweighted mean penalty), `d_step` and
+    `g_step`. The metrics are `keras.metrics.Mean` trackers reset every epoch.
 
-    **Real-gradient penalty.** With `real_gradient_penalty > 0` the critic's loss
-    adds `real_gradient_penalty * E[||grad D(real)||^2]` (the R1 penalty of
-    Mescheder et al., 2018), included in `d_loss`. A critic with a peak at each
-    mode pulls the generated points toward its top, and the generator draws modes
-    narrower than the data (on PacGAN's grid, 0.44-0.82 times as wide); flat where
-    the real examples are, the critic no longer narrows them. `WGAN.for_points`
-    leaves it off by default: its likelihood term makes the modes as wide.
-
-    **Likelihood term.** With `likelihood_weight > 0` the generator's loss adds
-    `-likelihood_weight * E[log p(real)]`, the negative log-density of the first
-    critic batch under the generator's own distribution. The generator must have
-    one, a layer with `log_density` such as `GaussianComponents`, whose samples
-    are a Gaussian mixture. The critic and the energy term bring each component
-    to a mode but leave it narrower than the data; the log-density, which is
-    highest when the components cover the real points as widely as they lie,
-    makes them as wide. It cannot find the modes alone: started from random
-    components, maximum likelihood leaves most of the data to a few.
-    `WGAN.for_points` turns it on.
-
-    **Anchor term.** With `anchor_weight > 0` the generator's loss adds
-    `anchor_weight * sum_k p_k min_j |m_k - real_j|`: the distance from each
-    component's mean `m_k` to the nearest example of the first critic batch,
-    weighted by the component's probability `p_k` (the generator needs
-    `GaussianComponents`, as for the likelihood term). The likelihood weighs a
-    component by the share of the real examples it explains, and the critic
-    barely resolves modes much narrower than the distances between them: a
-    component left beside a mode, or between two, feels neither. This pulls it
-    in with a force that does not fade with its distance. `WGAN.for_points`
-    turns it on.
-
-    **Likelihood phase.** With `likelihood_from=N`, every generator update from
-    generator step `N` on (counted by `g_step`, so it holds across `fit` calls
-    and resumes) trains the generator by maximum likelihood alone: its loss is
-    `-E[log p(real)]` over the first critic batch, without the critic's score
-    or the other terms (the critic keeps training, and `g_loss` reports this
-    loss). The adversarial phase finds the modes, which maximum likelihood
-    alone does not; this phase then fits the mixture to the data: each
-    component as wide as the data it covers and, with
-    `GaussianComponents(learn_weights=True)`, each component's probability
-    its share of the data, which empties a component left between modes. The
-    generator needs a `log_density`, as for the likelihood term.
-    `WGAN.for_points` runs it over the last tenth of the steps
-    (`settings.likelihood_phase`).
-
-    **Logs.** `d_loss` (critic loss, mean over the critic updates), `g_loss`
-    (energy, likelihood and anchor terms included), `wasserstein` (the critic's
-    estimate `E[D(real)] - E[D(fake)]`), `gradient_penalty` (WGAN-GP only, the
-    unweighted mean penalty), `energy_distance` (with the energy term only,
-    unweighted), `d_step` and `g_step`. The metrics are `keras.metrics.Mean`
-    trackers reset every epoch.
-
-    **Optimizers.** `compile(d_optimizer, g_optimizer)`; without them WGAN-GP
-    uses `Adam(1e-4, beta_1=0.5, beta_2=0.9)` and weight clipping uses
-    `RMSprop(5e-5)`, one instance per network, as in the papers. Both are saved
+    **Optimizers.** `compile(d_optimizer, g_optimizer, total_steps=...)`; without
+    them WGAN-GP uses Adam (beta_1 0.5, beta_2 0.9) with a rate decaying
+    linearly from 2e-3 to 1e-5 over the run's `total_steps` generator steps (the
+    critic's over `n_critic` times as many updates), which trains the point
+    networks of `build_point_generator` and `build_point_critic`; weight
+    clipping uses the original WGAN's `RMSprop(5e-5)`. For images, pass the
+    WGAN-GP paper's `Adam(1e-4, beta_1=0.5, beta_2=0.9)` and
+    `gradient_penalty=10.0` (docs/wgan.md). Both optimizers are saved
     with the model, iterations and slot variables included.
 
     Losses are means over the per-example terms of the local batch, scaled by
@@ -181,31 +132,13 @@ class WGAN(_BackendSteps, keras.Model):
         latent_dim: Int >= 1, the size of the latent vectors.
         n_critic: Int >= 1, critic updates per generator update. Defaults to `5`.
         gradient_penalty: Weight of the gradient penalty (> 0), or `None` to use
-            weight clipping. Defaults to `10.0`.
+            weight clipping. Defaults to `0.1`, measured on points with the
+            default `compile()`; the WGAN-GP paper's images use `10.0`.
         clip_value: Bound of the critic weights for weight clipping (> 0), or
             `None` (the default) for WGAN-GP. Exactly one of `gradient_penalty`
             and `clip_value` must be set.
         seed: Optional int seed of the latent and interpolation noise. Defaults
             to `None`.
-        energy_weight: Weight (>= 0) of the energy distance in the generator's
-            loss (see "Energy term"). Defaults to `0.0`: none.
-        energy_exponent: The exponent `b` of the distances in the energy term,
-            in (0, 2). Defaults to `1.0`.
-        energy_unit: The length (> 0) that the energy term measures distances
-            in (`WGAN.for_points`: the data's standard deviation). Defaults to
-            `1.0`.
-        real_gradient_penalty: Weight (>= 0) of a zero-centred gradient
-            penalty on the real examples (see "Real-gradient penalty").
-            Defaults to `0.0`: none.
-        likelihood_weight: Weight (>= 0) of the real batch's negative
-            log-density in the generator's loss (see "Likelihood term").
-            Defaults to `0.0`: none.
-        anchor_weight: Weight (>= 0) of the components' distance to the real
-            batch in the generator's loss (see "Anchor term"). Defaults to
-            `0.0`: none.
-        likelihood_from: The generator step (>= 0) from which the generator
-            trains by maximum likelihood alone (see "Likelihood phase"), or
-            `None` for never. Defaults to `None`.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     Example:
@@ -217,7 +150,7 @@ class WGAN(_BackendSteps, keras.Model):
     >>> critic = keras.Sequential(
     ...     [keras.Input((2,)), keras.layers.Dense(8, "relu"), keras.layers.Dense(1)])
     >>> gan = WGAN(generator, critic, latent_dim=2, n_critic=5)
-    >>> gan.compile()  # Adam(1e-4, beta_1=0.5, beta_2=0.9) for both
+    >>> gan.compile()  # Adam, 2e-3 decaying to 1e-5 over 6000 generator steps
     >>> x = np.random.normal(size=(640, 2)).astype("float32")
     >>> _ = gan.fit(x, batch_size=5 * 64, verbose=0)  # 2 steps
     >>> gan.step_counters()
@@ -235,16 +168,9 @@ class WGAN(_BackendSteps, keras.Model):
         critic: keras.Layer,
         latent_dim: int,
         n_critic: int = 5,
-        gradient_penalty: float | None = 10.0,
+        gradient_penalty: float | None = 0.1,
         clip_value: float | None = None,
         seed: int | None = None,
-        energy_weight: float = 0.0,
-        energy_exponent: float = 1.0,
-        energy_unit: float = 1.0,
-        real_gradient_penalty: float = 0.0,
-        likelihood_weight: float = 0.0,
-        anchor_weight: float = 0.0,
-        likelihood_from: int | None = None,
         **kwargs: Any,
     ):
         args = checks.arguments(
@@ -253,14 +179,8 @@ class WGAN(_BackendSteps, keras.Model):
             gradient_penalty,
             clip_value,
             seed,
-            (energy_weight, energy_exponent, energy_unit),
-            real_gradient_penalty,
-            likelihood_weight,
-            anchor_weight,
-            likelihood_from,
         )
         sample_shape = checks.networks(generator, critic, args.latent_dim)
-        density = checks.density_layer(generator, args)
         super().__init__(**kwargs)
         self.generator = generator
         self.critic = critic
@@ -269,16 +189,6 @@ class WGAN(_BackendSteps, keras.Model):
         self.gradient_penalty = args.gradient_penalty
         self.clip_value = args.clip_value
         self.seed = args.seed
-        self.energy_weight = args.energy_weight
-        self.energy_exponent = args.energy_exponent
-        self.energy_unit = args.energy_unit
-        self.real_gradient_penalty = args.real_gradient_penalty
-        self.likelihood_weight = args.likelihood_weight
-        self.anchor_weight = args.anchor_weight
-        self.likelihood_from = args.likelihood_from
-        # Bound methods, not the layer: the generator already tracks the layer.
-        self._log_density = getattr(density, "log_density", None)
-        self._mean_distances = getattr(density, "mean_distances", None)
         self._sample_shape = sample_shape
         self._seed_generator = keras.random.SeedGenerator(args.seed, name="wgan_seed")
         self.d_step = self._add_counter("d_step")
@@ -291,123 +201,10 @@ class WGAN(_BackendSteps, keras.Model):
             if args.gradient_penalty is not None
             else None
         )
-        self.energy_tracker = (
-            keras.metrics.Mean(name="energy_distance") if args.energy_weight else None
-        )
         self.d_optimizer = None
+        self.total_steps = None
         self.g_optimizer = None
         self.built = True
-
-    @classmethod
-    def for_points(
-        cls,
-        x: Any,
-        settings: PointSettings | None = None,
-        *,
-        seed: int | None = None,
-        **compile_kwargs: Any,
-    ) -> WGAN:
-        """A compiled WGAN-GP with the settings that work on points `(N, d)`.
-
-        `WGAN(...)`'s defaults are the WGAN-GP paper's, for images (penalty
-        10, Adam 1e-4, `n_critic` 5); on low-dimensional points they leave
-        modes out. This builds what was measured to capture every mode of the
-        2-D ring and grid mixtures (`benchmarks/wgan_quality.py`), from `x`:
-
-        - both networks work in standardized units: the generator ends by
-          mapping back to the data's mean and scale, and the critic starts by
-          standardizing and multiplies its score by the data's standard
-          deviation (the penalty weights too), so the same settings fit data
-          of any scale;
-        - the generator draws from a mixture of Gaussians
-          (`GaussianComponents`): its noise picks one of the about
-          `settings.components` components of a `MixtureLatent` grid over
-          [-2, 2]^d, with probabilities that training learns
-          (`settings.learn_weights`), and an MLP of that component's centre
-          gives its mean and shape, so that it need not draw points between
-          separate modes (a single Gaussian latent must); its input has
-          `d + 1` numbers (`latent_dim`);
-        - the generator's loss has the energy term (`settings.energy_weight`,
-          `settings.energy_exponent`, distances in the data's standard
-          deviation), the likelihood term (`settings.likelihood_weight`) and
-          the anchor term (`settings.anchor_weight`): without the first two
-          the generator draws each mode narrower than the data, without the
-          last some components stay off the data; the critic's real-gradient
-          penalty is `settings.real_gradient_penalty` (0 by default);
-        - the last `settings.likelihood_phase` of the generator steps are the
-          likelihood phase (`likelihood_from`): maximum likelihood alone fits
-          the components' widths and, with `settings.learn_weights`, their
-          probabilities;
-        - both networks are ReLU MLPs of `settings.widths`; both optimizers are
-          Adam (beta_1 0.5, beta_2 0.9) with the rate decaying linearly from
-          `settings.learning_rate` to `settings.final_learning_rate` over
-          `settings.steps` generator steps (`n_critic` times as many critic
-          updates).
-
-        On TensorFlow, for 5000 steps or more, it compiles the training step
-        with XLA (`jit_compile=True`) unless `compile_kwargs` say otherwise:
-        Keras's `"auto"` leaves XLA off on CPU-only machines, where these small
-        networks train faster with it once its compile time is paid back (10000
-        steps on the ring, alone on 2 cores: 0.78-0.98x the wall time and
-        0.63-0.82x the CPU time; `benchmarks/wgan_quality.py --jit on|auto`).
-
-        Train it for `settings.steps` steps on `WGAN.make_dataset(x,
-        settings.batch_size, settings.n_critic)`. Everything, the latent's
-        components and the data's scale included, is saved in `.keras` files.
-
-        Args:
-            x: The training points, array-like of shape `(N, d)`, finite.
-            settings: A `PointSettings`; `None` (the default) for its defaults.
-            seed: Optional int seed of the WGAN's noise.
-            **compile_kwargs: Passed to `compile` (e.g. `steps_per_execution`;
-                `jit_compile` defaults to `True` on TensorFlow for 5000 steps
-                or more, see above, else to `"auto"`).
-
-        Returns:
-            A compiled `WGAN`.
-
-        Example:
-
-        >>> import numpy as np
-        >>> from kerasteps import mixtures
-        >>> from kerasteps.models import WGAN, PointSettings
-        >>> x, centres = mixtures.ring_of_gaussians(2000, radius=1.0, seed=0)
-        >>> settings = PointSettings(components=9, steps=2)
-        >>> gan = WGAN.for_points(x, settings, seed=0)
-        >>> batches = WGAN.make_dataset(
-        ...     x, settings.batch_size, settings.n_critic, seed=0, repeat=True)
-        >>> _ = gan.fit(batches, steps_per_epoch=settings.steps, verbose=0)
-        >>> gan.step_counters(), gan.generate(5, seed=0).shape
-        ({'d_step': 6, 'g_step': 2}, (5, 2))
-        """
-        from kerasteps.models import _point_wgan
-        from kerasteps.models.point_settings import PointSettings
-
-        settings = PointSettings() if settings is None else settings
-        x = _point_wgan.check_points(x, settings.components)
-        generator, critic, scaling = _point_wgan.networks(x, settings)
-        model = cls(
-            generator,
-            critic,
-            latent_dim=x.shape[1] + 1,
-            n_critic=settings.n_critic,
-            gradient_penalty=settings.gradient_penalty * scaling.std,
-            seed=seed,
-            energy_weight=settings.energy_weight,
-            energy_exponent=settings.energy_exponent,
-            energy_unit=scaling.std,
-            real_gradient_penalty=settings.real_gradient_penalty * scaling.std,
-            likelihood_weight=settings.likelihood_weight * scaling.std,
-            anchor_weight=settings.anchor_weight,
-            likelihood_from=_point_wgan.likelihood_from(settings),
-        )
-        compile_kwargs.setdefault("jit_compile", _point_wgan.jit_compile(settings))
-        model.compile(
-            _point_wgan.adam(settings, settings.n_critic * settings.steps),
-            _point_wgan.adam(settings, settings.steps),
-            **compile_kwargs,
-        )
-        return model
 
     def _add_counter(self, name: str) -> keras.Variable:
         """A step counter: an integer scalar saved with the model, counted once
@@ -431,16 +228,21 @@ class WGAN(_BackendSteps, keras.Model):
         d_optimizer: keras.optimizers.Optimizer | str | None = None,
         g_optimizer: keras.optimizers.Optimizer | str | None = None,
         *,
+        total_steps: int = DEFAULT_TOTAL_STEPS,
         steps_per_execution: int = 1,
         jit_compile: bool | str = "auto",
         run_eagerly: bool = False,
     ) -> None:
         """Configures the model for training with one optimizer per network.
 
-        Default optimizers: WGAN-GP uses `Adam(1e-4, beta_1=0.5, beta_2=0.9)`
-        for both networks (Gulrajani et al. 2017); weight clipping uses
-        `RMSprop(5e-5)` for both (Arjovsky et al. 2017). `model.optimizer` is
-        `g_optimizer`. Both optimizers are saved with the model.
+        Default optimizers, one instance per network: WGAN-GP uses Adam
+        (beta_1 0.5, beta_2 0.9) whose rate decays linearly from 2e-3 to 1e-5
+        (`keras.optimizers.schedules.PolynomialDecay`) over `total_steps`
+        generator updates, and over `n_critic * total_steps` critic updates;
+        weight clipping uses `RMSprop(5e-5)` for both (Arjovsky et al. 2017).
+        The schedules are part of the optimizers, saved with the model: a later
+        `fit()` or a restored checkpoint continues on the same schedule.
+        `model.optimizer` is `g_optimizer`.
 
         With float16 networks (`mixed_float16` policy) the critic optimizer is
         wrapped in `keras.optimizers.LossScaleOptimizer` when the critic
@@ -454,6 +256,10 @@ class WGAN(_BackendSteps, keras.Model):
             g_optimizer: Generator optimizer (instance or name). Defaults to
                 `None`, the default above. Must not be the same object as
                 `d_optimizer`.
+            total_steps: Int >= 1, the run's length in generator steps, over
+                which the default WGAN-GP optimizers' rates decay (kept as
+                `model.total_steps`; an optimizer you pass keeps its own rate).
+                Defaults to `6000`.
             steps_per_execution: Int >= 1, training steps per call from Python.
                 Defaults to `1`.
             jit_compile: Bool or `"auto"`: compile the training step with XLA.
@@ -469,12 +275,18 @@ class WGAN(_BackendSteps, keras.Model):
         >>> g = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
         >>> c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         >>> gan = WGAN(g, c, latent_dim=2)
+        >>> gan.compile(total_steps=1000)
+        >>> float(gan.d_optimizer.learning_rate), gan.total_steps
+        (0.002, 1000)
         >>> gan.compile(keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4))
         >>> gan.optimizer is gan.g_optimizer
         True
         """
-        d_optimizer = self._resolve_optimizer("d_optimizer", d_optimizer)
-        g_optimizer = self._resolve_optimizer("g_optimizer", g_optimizer)
+        total_steps = checks.integer("total_steps", total_steps)
+        d_optimizer = self._resolve_optimizer(
+            "d_optimizer", d_optimizer, self.n_critic * total_steps
+        )
+        g_optimizer = self._resolve_optimizer("g_optimizer", g_optimizer, total_steps)
         if checks.inner_optimizer(d_optimizer) is checks.inner_optimizer(g_optimizer):
             raise ValueError(
                 "`d_optimizer` and `g_optimizer` must be two different optimizer "
@@ -495,25 +307,31 @@ class WGAN(_BackendSteps, keras.Model):
         )
         self.g_optimizer = g_optimizer
         self.d_optimizer = d_optimizer
+        self.total_steps = total_steps
         # Create slot variables now, so that loading a saved model finds them.
         if not g_optimizer.built:
             g_optimizer.build(self.generator.trainable_variables)
         if not d_optimizer.built:
             d_optimizer.build(self.critic.trainable_variables)
         self._wgan_compile_config = {
+            "total_steps": total_steps,
             "steps_per_execution": steps_per_execution,
             "jit_compile": jit_compile,
             "run_eagerly": run_eagerly,
         }
 
-    def _default_optimizer(self) -> keras.optimizers.Optimizer:
-        if self.gradient_penalty is not None:
-            return keras.optimizers.Adam(learning_rate=1e-4, beta_1=0.5, beta_2=0.9)
-        return keras.optimizers.RMSprop(learning_rate=5e-5)
+    def _default_optimizer(self, updates: int) -> keras.optimizers.Optimizer:
+        """The default optimizer of a network updated `updates` times in a run."""
+        if self.gradient_penalty is None:
+            return keras.optimizers.RMSprop(learning_rate=5e-5)
+        rate = keras.optimizers.schedules.PolynomialDecay(
+            DEFAULT_LEARNING_RATE, updates, DEFAULT_FINAL_LEARNING_RATE
+        )
+        return keras.optimizers.Adam(learning_rate=rate, beta_1=0.5, beta_2=0.9)
 
-    def _resolve_optimizer(self, name: str, optimizer: Any) -> Any:
+    def _resolve_optimizer(self, name: str, optimizer: Any, updates: int) -> Any:
         if optimizer is None:
-            return self._default_optimizer()
+            return self._default_optimizer(updates)
         try:
             optimizer = keras.optimizers.get(optimizer)
         except (ValueError, TypeError) as e:
@@ -563,13 +381,6 @@ class WGAN(_BackendSteps, keras.Model):
                 "gradient_penalty": self.gradient_penalty,
                 "clip_value": self.clip_value,
                 "seed": self.seed,
-                "energy_weight": self.energy_weight,
-                "energy_exponent": self.energy_exponent,
-                "energy_unit": self.energy_unit,
-                "real_gradient_penalty": self.real_gradient_penalty,
-                "likelihood_weight": self.likelihood_weight,
-                "anchor_weight": self.anchor_weight,
-                "likelihood_from": self.likelihood_from,
             }
         )
         return config
@@ -628,8 +439,6 @@ class WGAN(_BackendSteps, keras.Model):
         trackers = [self.d_loss_tracker, self.g_loss_tracker, self.wasserstein_tracker]
         if self.gp_tracker is not None:
             trackers.append(self.gp_tracker)
-        if self.energy_tracker is not None:
-            trackers.append(self.energy_tracker)
         return trackers
 
     # ------------------------------------------------------------- training

@@ -20,8 +20,8 @@ saved with the model: `d_step` (critic updates) and `g_step` (generator updates,
 global step), with `d_step == n_critic * g_step`. This recipe trains it in the two
 variants of the papers:
 
-    --variant gp     WGAN-GP: gradient penalty and Adam (default); on points the
-                     settings of `WGAN.for_points`, on images the paper's
+    --variant gp     WGAN-GP: gradient penalty and Adam (default); on points
+                     `WGAN`'s defaults, on images the paper's
     --variant clip   the original WGAN: weights clipped to +-0.01, RMSprop 5e-5
 
 What a run shows
@@ -31,7 +31,7 @@ Every --log-every generator steps: a log line `d_loss=... g_loss=... wasserstein
 d_step=... at step N` (N = g_step), the same values and both counters in TensorBoard
 (`counters/d_step`, `counters/g_step`) and in LOG_DIR/run-N/log.jsonl, a picture of
 samples in TensorBoard's images tab, and a checkpoint that --resume continues from.
-On the 2-D mixtures the mode coverage is measured and logged as well. At the end the
+On PacGAN's mixtures the mode coverage is measured and logged as well. At the end the
 run saves the model and a picture of its samples.
 
 The file reads top to bottom: the data, the model and its settings, the mode
@@ -155,21 +155,6 @@ def as_points_or_images(x: np.ndarray, path: str) -> np.ndarray:
     return x[..., None] if x.ndim == 3 else x
 
 
-def check_dimensions(x: np.ndarray, components: int) -> None:
-    """Refuses points of more dimensions than the generator's grid latent has."""
-    from kerasteps.models import MixtureLatent
-
-    limit = MixtureLatent.max_grid_dim(components)
-    if x.shape[1] > limit:
-        per_axis, total = MixtureLatent.grid_shape(x.shape[1], components)
-        raise bad_data(
-            f"points of {x.shape[1]} dimensions are more than the {limit} the point "
-            f"WGAN takes: its latent grid of about {components} components would "
-            f"have {per_axis} points per axis, {total} components (at most "
-            "10,000). Reduce the dimensions first (e.g. PCA)."
-        )
-
-
 def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
     """Refuses data smaller than the `n_critic` real batches of one generator step."""
     if len(x) < n_critic * batch_size:
@@ -186,71 +171,41 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 # and `kerasteps.models.WGAN` trains the pair: every generator step is `n_critic`
 # critic updates on fresh real batches, then one generator update.
 #
-# On points, WGAN-GP uses `WGAN.for_points(x, settings)`, which builds both networks
-# from the data, with the defaults of `kerasteps.models.PointSettings`:
-#
-# - both work in standardized units (the data's mean, and one standard deviation over
-#   all coordinates, saved in the model), so the same settings fit data of any scale;
-# - the generator draws from a mixture of Gaussians (`GaussianComponents`):
-#   the noise picks one of the components of a grid in the latent
-#   (`MixtureLatent.grid`: 100 on a 10x10 grid for 2-D points, 125 for 3-D, 2**d from
-#   6-D up, 8192 in 13-D, the most it takes), and an MLP of that component's centre
-#   gives its mean and shape. Separate components can cover separate modes, where a
-#   single Gaussian noise would force points between them (a continuous map of a
-#   connected set is connected); each starts at a random place and is moved there;
-# - the generator's loss has the critic's score, the energy distance to a real batch,
-#   the real batch's negative log-density under the generator's own mixture and the
-#   distance from each component's mean to the nearest real point: the critic and the
-#   energy term bring the components to the modes, the density makes them as wide as
-#   the data, and the last pulls in a component stranded off the data;
-# - the last tenth of --steps trains the generator by maximum likelihood alone (the
-#   likelihood phase): it fits each component's width and its probability (learned,
-#   not equal), which empties a component left between modes;
-# - ReLU MLPs of 3x64 for both, `n_critic` 3, batch 128, penalty weight 0.1, and
-#   Adam (beta_1 0.5, beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps
-#   (10000 by default).
-#
-# These are what measured best on PacGAN's ring and grid (`benchmarks/
-# wgan_quality.py`; docs/benchmarks.md#the-wgan-recipe has the figures). An option
-# given on the command line replaces its field (`--lr` the starting rate; it still
-# decays).
+# On points, both networks are ReLU MLPs of 3x128 (`build_point_generator`,
+# `build_point_critic`), given the data so that they work in its standardized units:
+# the critic's first layer divides by the data's standard deviation and the
+# generator's last multiplies by it, so the same settings fit data of any scale. The
+# WGAN keeps its defaults, which were measured on PacGAN's ring and grid
+# (`benchmarks/wgan_quality.py`, docs/benchmarks.md): 2-D noise, `n_critic` 5, batch
+# 128, gradient penalty 1, and `compile(total_steps=--steps)`, Adam (beta_1 0.5,
+# beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps (6000 by default). The
+# schedule is part of the run: a --resume keeps the --steps it was planned with.
 #
 # On images both networks are DCGAN-shaped convolutions with --base-filters filters
-# (`build_image_generator`, `build_image_critic`), with the WGAN-GP paper's penalty of
-# 10, Adam at 2e-4 and `n_critic` 5. Weight clipping uses the original WGAN's clip of
-# 0.01 and RMSprop at 5e-5, on images and on points (3x128 MLPs, 2-D noise, batch
-# 128). Nothing here depends on time, so --steps and --resume stay exact.
+# (`build_image_generator`, `build_image_critic`), trained with the WGAN-GP paper's
+# settings, passed explicitly: penalty 10 and Adam(1e-4, beta_1 0.5, beta_2 0.9) for
+# both networks, `n_critic` 5, batch 64. Weight clipping uses the original WGAN's
+# clip of 0.01 and RMSprop at 5e-5, on images and on points. --lr gives any variant a
+# constant rate instead. Nothing here depends on time, so --steps and --resume stay
+# exact.
 
 
 class Settings(NamedTuple):
-    """What a WGAN on images, or a clipped one, is built and trained with."""
+    """What a WGAN is built and trained with."""
 
     latent_dim: int  # size of the generator's noise
-    widths: tuple[int, ...]  # dense layers of the point networks (not on images)
     batch_size: int  # examples per critic batch and per generator batch
+    n_critic: int  # critic updates per generator update
+    steps: int  # generator steps of a run
     gradient_penalty: float | None  # penalty weight; None with weight clipping
     clip_value: float | None  # critic weights clipped to +-clip_value; or None
-    learning_rate: float  # of both optimizers, constant
+    learning_rate: float | None  # constant, or None: WGAN's default schedule
 
 
-IMAGES = Settings(
-    latent_dim=64,
-    widths=(),
-    batch_size=64,
-    gradient_penalty=10.0,
-    clip_value=None,
-    learning_rate=2e-4,
-)
-CLIPPED_POINTS = Settings(
-    latent_dim=2,
-    widths=(128, 128, 128),
-    batch_size=128,
-    gradient_penalty=None,
-    clip_value=0.01,
-    learning_rate=5e-5,
-)
-#: Generator steps and critic updates per step where `PointSettings` does not apply.
-STEPS, N_CRITIC = 2000, 5
+POINTS = Settings(2, 128, 5, 6000, 0.1, None, None)
+IMAGES = Settings(64, 64, 5, 2000, 10.0, None, 1e-4)
+#: What weight clipping replaces, on points and on images.
+CLIPPING = {"gradient_penalty": None, "clip_value": 0.01, "learning_rate": 5e-5}
 
 
 class Options(NamedTuple):
@@ -264,49 +219,26 @@ class Options(NamedTuple):
 
 
 class Training(NamedTuple):
-    """The compiled model, the plan it is trained to, and its name for people."""
+    """The compiled model, the settings it is trained with, and its name for people."""
 
     model: WGAN
-    steps: int
-    batch_size: int
+    settings: Settings
     kind: str  # e.g. "WGAN-GP (gradient penalty 10)"
 
 
-def uses_point_settings(x: np.ndarray, variant: str) -> bool:
-    """Whether `WGAN.for_points` builds the model: WGAN-GP on points."""
-    return x.ndim == 2 and variant == "gp"
-
-
-def point_settings(options: Options) -> Any:
-    """`PointSettings`, with the options that were given in their place."""
-    from kerasteps.models import PointSettings
-
-    replaced = {
+def choose_settings(x: np.ndarray, variant: str, options: Options) -> Settings:
+    """The settings of points or images, with the options in their place."""
+    chosen = POINTS if x.ndim == 2 else IMAGES
+    if variant == "clip":
+        chosen = chosen._replace(**CLIPPING)
+    given = {
         "steps": options.steps,
         "n_critic": options.n_critic,
         "batch_size": options.batch_size,
         "gradient_penalty": options.gradient_penalty,
         "learning_rate": options.lr,
     }
-    return PointSettings(**{k: v for k, v in replaced.items() if v is not None})
-
-
-def choose_settings(x: np.ndarray, variant: str, options: Options) -> Settings:
-    """The settings of images (or clipped points), with the options in their place."""
-    chosen = IMAGES if x.ndim > 2 else CLIPPED_POINTS
-    if variant == "clip":
-        chosen = chosen._replace(
-            gradient_penalty=None,
-            clip_value=CLIPPED_POINTS.clip_value,
-            learning_rate=CLIPPED_POINTS.learning_rate,
-        )
-    if options.batch_size is not None:
-        chosen = chosen._replace(batch_size=options.batch_size)
-    if options.gradient_penalty is not None:
-        chosen = chosen._replace(gradient_penalty=options.gradient_penalty)
-    if options.lr is not None:
-        chosen = chosen._replace(learning_rate=options.lr)
-    return chosen
+    return chosen._replace(**{k: v for k, v in given.items() if v is not None})
 
 
 def check_variant(variant: str, gradient_penalty: float | None) -> None:
@@ -319,44 +251,27 @@ def check_variant(variant: str, gradient_penalty: float | None) -> None:
 
 
 def make_training(
-    x: np.ndarray,
-    variant: str,
-    options: Options,
-    base_filters: int,
-    seed: int,
+    x: np.ndarray, variant: str, options: Options, base_filters: int, seed: int
 ) -> Training:
-    """The compiled WGAN for `x`, with its number of steps and batch size (`main`
-    sets its steps per call, `steps_per_call`, once the run's start is known)."""
-    from kerasteps.models import WGAN
-
-    if uses_point_settings(x, variant):
-        settings = point_settings(options)
-        check_one_step(x, settings.n_critic, settings.batch_size)
-        check_dimensions(x, settings.components)
-        model = WGAN.for_points(x, settings, seed=seed)
-        latent = model.generator.get_layer("gaussian_components").latent
-        kind = (
-            f"WGAN-GP for points (penalty {settings.gradient_penalty:g} in "
-            f"standardized units, a mixture of {len(latent.centres)} Gaussians)"
-        )
-        return Training(model, settings.steps, settings.batch_size, kind)
+    """The compiled WGAN for `x` and its settings (`main` sets its steps per call,
+    `steps_per_call`, once the run's start is known)."""
     settings = choose_settings(x, variant, options)
-    n_critic = options.n_critic or N_CRITIC
-    check_one_step(x, n_critic, settings.batch_size)
-    model = build_wgan(x, settings, n_critic, base_filters, seed)
-    model.compile(optimizer(settings), optimizer(settings))
+    check_one_step(x, settings.n_critic, settings.batch_size)
+    model = build_wgan(x, settings, base_filters, seed)
+    if settings.learning_rate is None:
+        model.compile(total_steps=settings.steps)
+    else:
+        model.compile(optimizer(settings), optimizer(settings))
     kind = (
         f"WGAN with weight clipping ({settings.clip_value:g})"
         if settings.clip_value is not None
         else f"WGAN-GP (gradient penalty {settings.gradient_penalty:g})"
     )
-    return Training(model, options.steps or STEPS, settings.batch_size, kind)
+    return Training(model, settings, kind)
 
 
-def build_wgan(
-    x: np.ndarray, settings: Settings, n_critic: int, base_filters: int, seed: int
-) -> WGAN:
-    """A generator and a critic for images or clipped points, in a `WGAN`."""
+def build_wgan(x: np.ndarray, settings: Settings, base_filters: int, seed: int) -> WGAN:
+    """A generator and a critic for points or images, in a `WGAN`."""
     from kerasteps.models import (
         WGAN,
         build_image_critic,
@@ -366,10 +281,8 @@ def build_wgan(
     )
 
     if x.ndim == 2:
-        generator = build_point_generator(
-            settings.latent_dim, widths=settings.widths, output_dim=x.shape[1]
-        )
-        critic = build_point_critic(x.shape[1], widths=settings.widths)
+        generator = build_point_generator(settings.latent_dim, data=x)
+        critic = build_point_critic(data=x)
     else:
         try:
             generator = build_image_generator(
@@ -382,7 +295,7 @@ def build_wgan(
         generator,
         critic,
         latent_dim=settings.latent_dim,
-        n_critic=n_critic,
+        n_critic=settings.n_critic,
         gradient_penalty=settings.gradient_penalty,
         clip_value=settings.clip_value,
         seed=seed,
@@ -390,12 +303,21 @@ def build_wgan(
 
 
 def optimizer(settings: Settings) -> Any:
-    """RMSprop for clipping, else Adam (beta_1 0.5, beta_2 0.9)."""
+    """RMSprop for clipping, else Adam (beta_1 0.5, beta_2 0.9), at a constant rate."""
     import keras
 
     if settings.clip_value is not None:
         return keras.optimizers.RMSprop(settings.learning_rate)
     return keras.optimizers.Adam(settings.learning_rate, beta_1=0.5, beta_2=0.9)
+
+
+def run_settings(data: str, variant: str, settings: Settings) -> dict[str, Any]:
+    """What a --resume must keep: the data, the model's settings and, where the
+    learning rate decays over the run, its length."""
+    kept = {"data": data, "variant": variant, **settings._asdict()}
+    if settings.learning_rate is not None:
+        del kept["steps"]  # a constant rate: a resume may train further
+    return kept
 
 
 # ======================================================================================
@@ -432,24 +354,16 @@ def coverage_values(model: WGAN, *, data: Data, seed: int) -> dict[str, float]:
 FINAL_SAMPLES = 2500
 
 
-def print_quality(model: WGAN, data: Data, seed: int) -> None:
-    """Prints the two-sided figures of 2500 samples of the generator alone against
-    exact ones."""
-    from kerasteps.sample_quality import GaussianMixture, sample_quality
+def print_coverage(model: WGAN, data: Data, seed: int) -> None:
+    """Prints the mode coverage of 2500 samples of the generator alone."""
+    from kerasteps import mixtures
 
-    mixture = GaussianMixture(data.centres.astype("float64"), float(data.mode_std))
-    quality = sample_quality(
-        model.generate(FINAL_SAMPLES, seed=seed), mixture.sample, mixture=mixture
-    )
-    missed = "; ".join(quality.misses()) or "none"
+    samples = model.generate(FINAL_SAMPLES, seed=seed)
+    coverage = mixtures.mode_coverage(samples, data.centres, data.mode_std)
     click.echo(
-        f"The generator alone, {FINAL_SAMPLES} samples: {quality.modes_captured}/"
-        f"{quality.n_modes} modes, {quality.within_3_sigma:.1%} within 3 sigma, "
-        f"reverse KL {format_value(quality.reverse_kl)}, spread "
-        f"{quality.spread:.2f}, worst mode share {quality.worst_mode_share:.2f}, "
-        f"distance ratio {quality.distance_ratio:.2f} (exact samples: 98.9% within "
-        f"3 sigma, spread, share and distance ratio about 1). Targets missed: "
-        f"{missed}."
+        f"The generator alone, {FINAL_SAMPLES} samples: {coverage.modes_captured}/"
+        f"{coverage.n_modes} modes, {coverage.high_quality:.1%} within 3 sigma "
+        f"(exact samples: 98.9%), reverse KL {format_value(coverage.reverse_kl)}."
     )
 
 
@@ -473,7 +387,7 @@ def print_quality(model: WGAN, data: Data, seed: int) -> None:
 # (`steps_per_call`): fewer calls cost less (a point WGAN takes 4-8 % less CPU time
 # with 50 than with 10), and no call runs past --steps.
 #
-# The figures printed at the end are the generator's own (`print_quality`): nothing
+# The figures printed at the end are the generator's own (`print_coverage`): nothing
 # post-processes the trained model, so `model.keras`, `samples.png` and the figures
 # are of the same generator.
 
@@ -542,7 +456,8 @@ def describe(training: Training, data: str, start: int) -> str:
     """The line printed before training: which WGAN, on what, from where to where."""
     return (
         f"{training.kind} on {data}: n_critic {training.model.n_critic}, batch "
-        f"{training.batch_size}, g_step {start} -> {training.steps}."
+        f"{training.settings.batch_size}, g_step {start} -> "
+        f"{training.settings.steps}."
     )
 
 
@@ -609,7 +524,7 @@ def print_results(model: WGAN, data: Data, seed: int) -> None:
         f"({model.n_critic} critic updates per generator update)."
     )
     if data.centres is not None:
-        print_quality(model, data, seed)
+        print_coverage(model, data, seed)
 
 
 def save_results(model: WGAN, folder: str, x: np.ndarray, seed: int) -> None:
@@ -660,7 +575,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     type=click.IntRange(min=1),
     default=None,
     help="Train until g_step reaches STEPS (a resumed run continues up to it) "
-    "[default: 10000 for WGAN-GP on points, else 2000].",
+    "[default: 6000 on points, 2000 on images].",
 )
 @click.option(
     "--log-every",
@@ -686,8 +601,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--n-critic",
     type=click.IntRange(min=1),
     default=None,
-    help="Critic updates per generator update [default: 3 for WGAN-GP on points, "
-    "else 5].",
+    help="Critic updates per generator update [default: 5].",
 )
 @click.option(
     "--batch-size",
@@ -708,15 +622,15 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--gradient-penalty",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Weight of the gradient penalty (gp only) [default: 0.1 on points, in "
-    "standardized units; 10.0 on images].",
+    help="Weight of the gradient penalty (gp only) [default: 1.0 on points, 10.0 "
+    "on images].",
 )
 @click.option(
     "--lr",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Learning rate [default: gp on points 2e-3 decaying to 1e-5 (--lr "
-    "replaces the start), gp on images 2e-4, clip 5e-5].",
+    help="A constant learning rate [default: gp on points 2e-3 decaying to 1e-5 "
+    "at --steps, gp on images 1e-4, clip 5e-5].",
 )
 @click.option(
     "--steps-per-execution",
@@ -749,9 +663,11 @@ def main(
     points = load_data(data, seed)
     options = Options(steps, n_critic, batch_size, gradient_penalty, lr)
     training = make_training(points.x, variant, options, base_filters, seed)
-    model, steps = training.model, training.steps
-    # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
-    run = start_run(model, log_dir, steps, resume)
+    model, steps = training.model, training.settings.steps
+    # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest,
+    # with the same settings.
+    kept = run_settings(data, variant, training.settings)
+    run = start_run(model, log_dir, steps, resume, kept)
     if run.stop is None:
         return
     log_every = log_every or max(1, steps // 10)
@@ -761,7 +677,9 @@ def main(
     callbacks = step_callbacks(run, points, log_every, seed)
     click.echo(describe(training, data, run.start))
     model.fit(
-        real_batches(points.x, training.batch_size, model.n_critic, seed, run.start),
+        real_batches(
+            points.x, training.settings.batch_size, model.n_critic, seed, run.start
+        ),
         steps_per_epoch=steps - run.start,
         epochs=1,
         verbose=0,

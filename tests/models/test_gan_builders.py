@@ -31,7 +31,10 @@ def test_point_generator_and_critic(tmp_path):
     assert critic.output_shape == (None, 1)
     assert activation_name(dense_layers(generator)[-1]) == "linear"
     assert activation_name(dense_layers(critic)[-1]) == "linear"
-    assert activation_name(dense_layers(critic)[0]) == "leaky_relu"
+    assert [activation_name(d) for d in dense_layers(critic)] == ["relu"] * 3 + [
+        "linear"
+    ]
+    assert [d.units for d in dense_layers(generator)] == [128, 128, 128, 2]
     latent = np.random.default_rng(1).normal(size=(6, 8)).astype("float32")
     points = generator.predict(latent, verbose=0)
     assert critic.predict(points, verbose=0).shape == (6, 1)
@@ -41,6 +44,52 @@ def test_point_generator_and_critic(tmp_path):
         ValueError, match="`latent_dim` must be an int >= 1, received 0"
     ):
         build_point_generator(0)
+
+
+def test_point_networks_given_data_work_in_its_standardized_units(tmp_path):
+    """With `data`, the critic sees `(x - mean) / std` and the generator's output is
+    mapped back by the same mean and one std over all coordinates."""
+    rng = np.random.default_rng(0)
+    x = rng.normal([10.0, -4.0, 2.0], [3.0, 1.0, 2.0], size=(5000, 3))
+    mean, std = x.mean(axis=0), np.sqrt(((x - x.mean(axis=0)) ** 2).mean())
+    generator = build_point_generator(4, widths=(8,), data=x)
+    critic = build_point_critic(widths=(8,), data=x)
+    assert generator.output_shape == (None, 3) and critic.input_shape == (None, 3)
+    latent = rng.normal(size=(6, 4)).astype("float32")
+    inner = keras.Model(generator.input, generator.get_layer("output").output)
+    np.testing.assert_allclose(
+        generator.predict(latent, verbose=0),
+        inner.predict(latent, verbose=0) * std + mean,
+        rtol=1e-5,
+    )
+    points = x[:6].astype("float32")
+    standardized = critic.get_layer("standardize")(points)
+    np.testing.assert_allclose(standardized, (points - mean) / std, rtol=1e-4)
+    assert_round_trip(generator, latent, tmp_path)
+    assert_round_trip(critic, points, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "builder, kwargs, message",
+    [
+        (build_point_critic, {"data": np.zeros((5, 2))}, "one point repeated"),
+        (build_point_critic, {"data": np.ones(5)}, r"an array of shape \(5,\)"),
+        (build_point_critic, {"data": [[np.nan, 1.0]] * 3}, "finite values"),
+        (
+            build_point_critic,
+            {"input_dim": 3, "data": np.eye(2)},
+            "`data` holds points of 2 dimensions, `input_dim` is 3",
+        ),
+        (
+            build_point_generator,
+            {"output_dim": 3, "data": np.eye(2)},
+            "`data` holds points of 2 dimensions, `output_dim` is 3",
+        ),
+    ],
+)
+def test_point_builders_refuse_bad_data(builder, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        builder(**kwargs)
 
 
 @pytest.mark.parametrize("image_shape", [(28, 28, 1), (32, 32, 3)])

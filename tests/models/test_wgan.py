@@ -6,7 +6,6 @@ and about 35 s with it.
 """
 
 import math
-import re
 
 import keras
 import numpy as np
@@ -130,14 +129,39 @@ def test_logs_metrics_and_gradient_penalty(ring):
     assert int(model.metrics[0].count) == 10
 
 
+def rate(optimizer):
+    """The optimizer's learning rate now, as a float."""
+    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+
+
+def schedule_of(optimizer):
+    """The optimizer's learning-rate schedule, from its config."""
+    config = optimizer.get_config()["learning_rate"]
+    return keras.optimizers.schedules.deserialize(config)
+
+
 def test_default_optimizers():
-    gp = make_gan()
-    gp.compile()
+    gp = make_gan(n_critic=3)
+    gp.compile(total_steps=100)
+    assert gp.total_steps == 100 and gp.gradient_penalty == 1.0
     assert isinstance(gp.g_optimizer, keras.optimizers.Adam)
     assert isinstance(gp.d_optimizer, keras.optimizers.Adam)
     assert gp.d_optimizer is not gp.g_optimizer
-    assert float(gp.d_optimizer.learning_rate) == pytest.approx(1e-4)
     assert (gp.d_optimizer.beta_1, gp.d_optimizer.beta_2) == (0.5, 0.9)
+    # 2e-3 decaying linearly to 1e-5: the generator's over 100 updates, the
+    # critic's over n_critic * 100.
+    schedules = {
+        "g": (schedule_of(gp.g_optimizer), 100),
+        "d": (schedule_of(gp.d_optimizer), 300),
+    }
+    for name, (schedule, updates) in schedules.items():
+        at = [float(schedule(step)) for step in (0, updates // 2, updates, 2 * updates)]
+        assert at == pytest.approx([2e-3, (2e-3 + 1e-5) / 2, 1e-5, 1e-5]), name
+    assert rate(gp.g_optimizer) == pytest.approx(2e-3)
+    assert make_gan().total_steps is None  # not compiled yet
+    message = "`total_steps` must be an int >= 1, received 0"
+    with pytest.raises(ValueError, match=message):
+        make_gan().compile(total_steps=0)
 
     clip = make_gan(gradient_penalty=None, clip_value=0.01)
     clip.compile()
@@ -175,7 +199,7 @@ def test_keras_save_and_load_restores_everything(ring, tmp_path):
 
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, WGAN)
-    assert (loaded.n_critic, loaded.latent_dim, loaded.gradient_penalty) == (3, 2, 10.0)
+    assert (loaded.n_critic, loaded.latent_dim, loaded.gradient_penalty) == (3, 2, 1.0)
     assert loaded.optimizer is loaded.g_optimizer
     assert isinstance(loaded.g_optimizer, keras.optimizers.RMSprop)
     assert_counters(loaded, 3, 10)
@@ -210,6 +234,26 @@ def test_save_weights_restores_counters(ring, tmp_path):
     fresh.compile()
     fresh.load_weights(path)
     assert_counters(fresh, 2, 10)
+
+
+@pytest.mark.keras_range
+def test_the_default_schedule_is_saved_and_continues_after_a_reload(ring, tmp_path):
+    """The rate's schedule is the run's: a reloaded model continues it from its
+    step, with the `total_steps` it was compiled with, never re-derived."""
+    model = make_gan(2)
+    model.compile(total_steps=40)
+    model.fit(ring[:240], batch_size=24, verbose=0)  # 10 of 40 generator steps
+    path = tmp_path / "wgan.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.total_steps == 40
+    for name in ("g_optimizer", "d_optimizer"):
+        assert rate(getattr(loaded, name)) == rate(getattr(model, name)), name
+    # A quarter of the way: the generator's rate is 2e-3 - (2e-3 - 1e-5) / 4.
+    assert rate(loaded.g_optimizer) == pytest.approx(2e-3 - (2e-3 - 1e-5) / 4)
+    loaded.fit(ring[:2400], batch_size=24, verbose=0)  # 100 more: past the end
+    assert rate(loaded.g_optimizer) == pytest.approx(1e-5)
+    assert rate(loaded.d_optimizer) == pytest.approx(1e-5)
 
 
 def test_config_round_trip():
@@ -365,109 +409,3 @@ def test_generate():
     # was seen in a CI run, on TensorFlow an absolute 1.2e-7 on values near 0.01).
     chunked = model.generate(10, seed=1, batch_size=3)
     np.testing.assert_allclose(chunked, a, rtol=1e-5, atol=1e-6)
-
-
-def numpy_energy_distance(x, y, exponent, unit):
-    """The U-statistic `2 E|x-y|^b - E|x-x'|^b - E|y-y'|^b` over distinct pairs."""
-
-    def mean(a, b, distinct):
-        d = (np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)) / unit) ** exponent
-        if distinct:
-            return (d.sum() - np.trace(d)) / (len(a) * (len(a) - 1))
-        return d.mean()
-
-    return unit * (2 * mean(x, y, False) - mean(x, x, True) - mean(y, y, True))
-
-
-@pytest.mark.parametrize("exponent, unit", [(1.0, 1.0), (0.75, 3.0), (1.5, 0.5)])
-def test_energy_distance_is_the_u_statistic(exponent, unit):
-    from kerasteps.models._wgan_step import energy_distance
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(40, 3)).astype("float32")
-    y = (rng.normal(size=(30, 3)) + 0.5).astype("float32")
-    got = float(keras.ops.convert_to_numpy(energy_distance(x, y, exponent, unit)))
-    want = numpy_energy_distance(
-        x.astype(np.float64), y.astype(np.float64), exponent, unit
-    )
-    assert got == pytest.approx(want, rel=1e-4)
-    assert want > 0.05  # the two differ: a shifted mean
-
-
-def test_energy_term_is_logged_and_pulls_the_generator_to_the_data():
-    """A generator of one point `c` (a bias) against data all at `r`: the logged
-    energy distance is `2 |c - r|` (the within terms are 0), and the energy term
-    alone (a critic whose weights are 0 gives no signal) moves `c` toward `r`."""
-    generator = keras.Sequential(
-        [keras.Input((2,)), keras.layers.Dense(2, kernel_initializer="zeros")]
-    )
-    critic = keras.Sequential(
-        [keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="zeros")]
-    )
-    gan = WGAN(generator, critic, latent_dim=2, n_critic=1, energy_weight=1.0)
-    gan.compile(keras.optimizers.SGD(0.0), keras.optimizers.SGD(0.1))
-    x = np.tile(np.array([[3.0, 4.0]], "float32"), (64, 1))
-    history = gan.fit(x, batch_size=64, epochs=1, verbose=0)
-    assert history.history["energy_distance"][0] == pytest.approx(10.0, rel=1e-4)
-    # d/dc of 2 |c - r| is 2 (c - r) / |c - r| = -(0.6, 0.8) * 2: one SGD step of 0.1.
-    bias = keras.ops.convert_to_numpy(generator.layers[-1].bias)
-    np.testing.assert_allclose(bias, [0.12, 0.16], rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"energy_weight": -1.0}, "`energy_weight` must be a finite number > 0 or 0"),
-        ({"energy_exponent": 2.0}, "`energy_exponent` must be in (0, 2)"),
-        ({"energy_exponent": 0}, "`energy_exponent` must be a finite number > 0"),
-        ({"energy_unit": float("nan")}, "`energy_unit` must be a finite number > 0"),
-    ],
-)
-def test_energy_arguments_are_checked(kwargs, message):
-    g = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    with pytest.raises(ValueError, match=re.escape(message)):
-        WGAN(g, c, latent_dim=2, **kwargs)
-
-
-class Quadratic(keras.layers.Layer):
-    """`D(x) = a * |x|^2`, whose gradient `2 a x` differs at every point."""
-
-    def build(self, input_shape):
-        self.a = self.add_weight(shape=(), initializer=keras.initializers.Constant(0.1))
-
-    def call(self, x):
-        return self.a * keras.ops.sum(x * x, axis=1, keepdims=True)
-
-
-def test_real_gradient_penalty_is_the_squared_gradient_at_the_real_points():
-    """Real points all at r = (3, 4), fake ones at 0, `D(x) = 0.1 |x|^2`: the
-    gradient is 0 at the fake points and at the interpolates `e * r` between, and
-    `|grad D(r)|^2 = (0.2 * 5)^2 = 1` at the real ones, so the penalty adds exactly
-    its weight to `d_loss` (the same seed draws the same interpolates)."""
-    x = np.tile(np.array([[3.0, 4.0]], "float32"), (64, 1))
-    losses = {}
-    for weight in (0.0, 0.5):
-        generator = keras.Sequential(
-            [keras.Input((2,)), keras.layers.Dense(2, kernel_initializer="zeros")]
-        )
-        critic = keras.Sequential([keras.Input((2,)), Quadratic()])
-        gan = WGAN(
-            generator, critic, 2, n_critic=1, seed=0, real_gradient_penalty=weight
-        )
-        gan.compile(keras.optimizers.SGD(0.0), keras.optimizers.SGD(0.0))
-        losses[weight] = gan.fit(x, batch_size=64, verbose=0).history["d_loss"][0]
-    assert losses[0.5] - losses[0.0] == pytest.approx(0.5, abs=1e-5)
-    # Without it: D(fake) - D(real) = -2.5, plus the interpolates' penalty
-    # 10 * mean((e - 1)^2), 10 / 3 in expectation (sd 0.37 over 64 draws).
-    assert losses[0.0] == pytest.approx(-2.5 + 10 / 3, abs=1.2)
-    assert gan.get_config()["real_gradient_penalty"] == 0.5
-
-
-@pytest.mark.parametrize("value", [-1.0, float("inf"), "1"])
-def test_real_gradient_penalty_is_checked(value):
-    g = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    message = "`real_gradient_penalty` must be a finite number > 0 or 0, received"
-    with pytest.raises(ValueError, match=re.escape(message)):
-        WGAN(g, c, latent_dim=2, real_gradient_penalty=value)

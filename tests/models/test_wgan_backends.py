@@ -77,8 +77,8 @@ def tensorflow_run(tmp_path_factory):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_first_steps_match_tensorflow(backend, tensorflow_run, tmp_path):
-    """Gradient penalty, weight clipping, the energy term and the real-gradient
-    penalty: the same losses, counters, weights; a `.keras` file of either backend
+    """Gradient penalty (with the default optimizers' decaying rate) and weight
+    clipping: the same losses, counters, weights; a `.keras` file of either backend
     trains on in the other as if never saved: counters and both optimizers
     restored. TensorFlow trains in this process, the other backend in one
     subprocess."""
@@ -99,10 +99,6 @@ def test_first_steps_match_tensorflow(backend, tensorflow_run, tmp_path):
     assert_same_run(clip, tensorflow_run["clip"])
     bound = max(abs(w) for layer in clip["weights"][4:] for w in np.ravel(layer))
     assert bound <= 0.05 + 1e-7  # the critic's weights (the last four) are clipped
-
-    energy = here["energy"]
-    assert [s["energy_distance"] > 0 for s in energy["steps"]] == [True] * 3
-    assert_same_run(energy, tensorflow_run["energy"])
 
     # TensorFlow's file trained on there, the other backend's file here.
     loaded_here = load_script("wgan_first_steps").train(

@@ -64,7 +64,7 @@ class TableNoiseWGAN(WGAN):
         return keras.ops.cast(keras.ops.convert_to_tensor(self._next("uniform")), dtype)
 
 
-def build(n_critic: int, clip: bool, energy: bool = False) -> WGAN:
+def build(n_critic: int, clip: bool) -> WGAN:
     def mlp(inputs, outputs):
         return keras.Sequential(
             [
@@ -75,13 +75,6 @@ def build(n_critic: int, clip: bool, energy: bool = False) -> WGAN:
         )
 
     kwargs = {"gradient_penalty": None, "clip_value": 0.05} if clip else {}
-    if energy:
-        kwargs = {
-            "energy_weight": 0.5,
-            "energy_exponent": 0.75,
-            "energy_unit": 2.0,
-            "real_gradient_penalty": 0.3,
-        }
     gan = TableNoiseWGAN(
         mlp(LATENT, 2), mlp(2, 1), latent_dim=LATENT, n_critic=n_critic, **kwargs
     )
@@ -131,8 +124,7 @@ def train(gan: WGAN, steps: int) -> dict:
 
 def run(save: str | None = None, load: str | None = None) -> dict:
     """WGAN-GP 3+1 steps (saved after the third to `save`), clipping 3 steps,
-    WGAN-GP with the energy term and the real-gradient penalty 3 steps, and one
-    step on from the file `load` (of any backend)."""
+    and one step on from the file `load` (of any backend)."""
     out = {"backend": keras.backend.backend()}
     gan = build(2, clip=False)
     out["gp"] = train(gan, 3)
@@ -140,7 +132,6 @@ def run(save: str | None = None, load: str | None = None) -> dict:
         gan.save(save)
     out["gp4"] = train(gan, 1)  # the 4th step, as if never saved
     out["clip"] = train(build(3, clip=True), 3)
-    out["energy"] = train(build(2, clip=False, energy=True), 3)
     if load:
         out["resumed"] = train(keras.saving.load_model(load), 1)
     return out

@@ -276,7 +276,7 @@ class WGAN(_BackendSteps, keras.Model):
         >>> c = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         >>> gan = WGAN(g, c, latent_dim=2)
         >>> gan.compile(total_steps=1000)
-        >>> float(gan.d_optimizer.learning_rate), gan.total_steps
+        >>> round(float(gan.d_optimizer.learning_rate), 6), gan.total_steps
         (0.002, 1000)
         >>> gan.compile(keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4))
         >>> gan.optimizer is gan.g_optimizer

@@ -332,8 +332,9 @@ def run_settings(data: str, variant: str, settings: Settings) -> dict[str, Any]:
 # every mode is drawn equally often, inf when no sample is of high quality).
 #
 # Every --log-every steps a provider measures 2000 samples and hands the three numbers
-# to the sinks, which record them beside the losses; at the end 10,000 samples are
-# measured once more and the result printed.
+# to the sinks, which record them beside the losses; at the end 2500 samples (PacGAN's
+# count) are measured once more and the result printed. A share within 3 sigma above
+# exact samples' 98.9 % means cut tails, not a better generator.
 
 
 def coverage_values(model: WGAN, *, data: Data, seed: int) -> dict[str, float]:

@@ -143,7 +143,7 @@ def schedule_of(optimizer):
 def test_default_optimizers():
     gp = make_gan(n_critic=3)
     gp.compile(total_steps=100)
-    assert gp.total_steps == 100 and gp.gradient_penalty == 1.0
+    assert gp.total_steps == 100 and gp.gradient_penalty == 0.1
     assert isinstance(gp.g_optimizer, keras.optimizers.Adam)
     assert isinstance(gp.d_optimizer, keras.optimizers.Adam)
     assert gp.d_optimizer is not gp.g_optimizer
@@ -199,7 +199,7 @@ def test_keras_save_and_load_restores_everything(ring, tmp_path):
 
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, WGAN)
-    assert (loaded.n_critic, loaded.latent_dim, loaded.gradient_penalty) == (3, 2, 1.0)
+    assert (loaded.n_critic, loaded.latent_dim, loaded.gradient_penalty) == (3, 2, 0.1)
     assert loaded.optimizer is loaded.g_optimizer
     assert isinstance(loaded.g_optimizer, keras.optimizers.RMSprop)
     assert_counters(loaded, 3, 10)

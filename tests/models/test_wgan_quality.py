@@ -35,9 +35,7 @@ def test_the_defaults_cover_the_ring_where_the_old_ones_collapse():
     prove nothing."""
     x, _, _ = pacgan_mixture("ring", 20_000, seed=0)
     keras.utils.set_random_seed(0)
-    new = WGAN(
-        build_point_generator(2, data=x), build_point_critic(data=x), 2, seed=0
-    )
+    new = WGAN(build_point_generator(2, data=x), build_point_critic(data=x), 2, seed=0)
     assert train(new, x, total_steps=STEPS) == 8
 
     keras.utils.set_random_seed(0)

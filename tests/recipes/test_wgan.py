@@ -70,7 +70,7 @@ def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
         batch_size=128,
         n_critic=5,
         steps=6000,
-        gradient_penalty=1.0,
+        gradient_penalty=0.1,
         clip_value=None,
         learning_rate=None,
     )
@@ -136,7 +136,7 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     accumulator.Reload()
     assert [e.step for e in accumulator.Tensors("samples")] == [20, 40]
     assert (
-        "WGAN-GP (gradient penalty 1) on ring: n_critic 3, batch 32, g_step 0 -> 40."
+        "WGAN-GP (gradient penalty 0.1) on ring: n_critic 3, batch 32, g_step 0 -> 40."
         in result.output
     )
     assert "Trained to g_step 40 with d_step 120" in result.output
@@ -225,7 +225,7 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
         *("--steps-per-execution", "2"),
         *("--log-dir", str(log_dir)),
     )
-    assert "WGAN-GP (gradient penalty 1) on " in result.output
+    assert "WGAN-GP (gradient penalty 0.1) on " in result.output
     assert "Trained to g_step 4 with d_step 20" in result.output
     assert "Mode coverage" not in result.output  # no known modes
     records = read_jsonl(log_dir / "run-1" / "log.jsonl")

@@ -231,8 +231,25 @@ def old_wgan(x: np.ndarray, seed: int) -> Any:
 MODELS = {"defaults": default_wgan, "old": old_wgan}
 
 
-def train_and_score(model: str, case: Case, scale: float, seed: int) -> dict:
-    """Trains one point WGAN on a data set and scores 2500 of its samples."""
+def trace(case: Case, seed: int, every: int) -> Any:
+    """A callback that prints the generator's figures every `every` steps."""
+    import keras
+
+    class Trace(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            step = int(keras.ops.convert_to_numpy(self.model.g_step))
+            if step % every == 0:
+                r = score(self.model.generate(SAMPLES, seed=seed + 1000), case)
+                print(f"  step {step}: {figures_text(r)}", flush=True)
+
+    return Trace()
+
+
+def train_and_score(
+    model: str, case: Case, scale: float, seed: int, every: int | None = None
+) -> dict:
+    """Trains one point WGAN on a data set and scores 2500 of its samples (with
+    `every`, also every `every` steps)."""
     import keras
 
     from kerasteps.models import WGAN
@@ -241,8 +258,9 @@ def train_and_score(model: str, case: Case, scale: float, seed: int) -> dict:
     x = training_points(case, scale, seed)
     gan = MODELS[model](x, seed)
     batches = WGAN.make_dataset(x, BATCH, gan.n_critic, seed=seed, repeat=True)
+    callbacks = [trace(case, seed, every)] if every else []
     start, cpu = time.perf_counter(), time.process_time()
-    gan.fit(batches, steps_per_epoch=STEPS, verbose=0)
+    gan.fit(batches, steps_per_epoch=STEPS, verbose=0, callbacks=callbacks)
     times = {"fit_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
     return {**score(gan.generate(SAMPLES, seed=seed + 1000), case), **times}
 
@@ -317,6 +335,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "the defaults before issue #44",
     )
     parser.add_argument(
+        "--trace",
+        type=int,
+        metavar="N",
+        help="also print the generator's figures every N steps (a multiple of 50)",
+    )
+    parser.add_argument(
         "--backend",
         choices=["tensorflow", "jax", "torch"],
         help="the Keras backend (default: KERAS_BACKEND, else TensorFlow)",
@@ -347,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
             for model in models:
                 results = []
                 for seed in args.seeds:
-                    r = train_and_score(model, case, scale, seed)
+                    r = train_and_score(model, case, scale, seed, args.trace)
                     results.append(r)
                     print(
                         f"{label} {model} seed {seed}: {figures_text(r)}; misses "

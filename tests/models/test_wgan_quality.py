@@ -30,7 +30,7 @@ def train(gan: WGAN, x, **compile_kwargs) -> int:
 def test_the_defaults_cover_the_ring_where_the_old_ones_collapse():
     """Same data (PacGAN's ring), seed and steps for both. The old defaults: 2x64
     nets with a leaky-ReLU critic and no data scaling, penalty 10, constant Adam
-    1e-4 (the WGAN-GP paper's). Reason for its time (about 25 s on 2 cores, both
+    1e-4 (the WGAN-GP paper's). Reason for its time (about 18 s on 2 cores, both
     fits): fewer steps leave the new defaults short of every mode too, which would
     prove nothing."""
     x, _, _ = pacgan_mixture("ring", 20_000, seed=0)

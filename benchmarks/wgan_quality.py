@@ -107,30 +107,6 @@ def spiral(n: int, rng: np.random.Generator) -> np.ndarray:
     )
 
 
-class Case(NamedTuple):
-    """One data set of the benchmark: its name, an exact sampler, and its
-    `GaussianMixture` where it has modes (else None)."""
-
-    name: str
-    sample: Any  # (n, rng) -> points
-    mixture: Any
-    pacgan: bool  # PacGAN's 2-D ring or grid: the 3-sigma bounds apply
-
-    @property
-    def n_modes(self) -> int | None:
-        """How many modes the data has (None where it has none)."""
-        return None if self.mixture is None else len(self.mixture.centres)
-
-
-HELD_OUT = {
-    "unequal": Case("unequal", UNEQUAL.sample, UNEQUAL, False),
-    "moons": Case("moons", two_moons, None, False),
-    "spiral": Case("spiral", spiral, None, False),
-    "mix5d": Case("mix5d", MIXTURE_5D.sample, MIXTURE_5D, False),
-    "mix10d": Case("mix10d", MIXTURE_10D.sample, MIXTURE_10D, False),
-}
-
-
 def held_out_misses(quality: Any) -> list[str]:
     """What a held-out run misses: every mode's share within x2 of its data share,
     spread 0.8-1.25 where there are modes, distance ratio <= 3."""

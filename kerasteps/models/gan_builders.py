@@ -58,9 +58,20 @@ class _Scaling(NamedTuple):
     std: float
 
 
+def _dim_and_scaling(
+    data: Any, dim: int | None, dim_name: str
+) -> tuple[int, _Scaling | None]:
+    """The points' dimension (`dim`, else the data's, else 2) and the scaling of
+    `data` (None for None), checked: finite points `(N, d)`, N >= 2, not all
+    equal, with `d == dim` where `dim` is given."""
+    scaling = _scaling(data, dim, dim_name)
+    if dim is None:
+        dim = 2 if scaling is None else len(scaling.mean)
+    return check_int(dim_name, dim), scaling
+
+
 def _scaling(data: Any, dim: int | None, dim_name: str) -> _Scaling | None:
-    """The scaling of `data` (None for None), checked: finite points `(N, d)`,
-    N >= 2, not all equal, with `d == dim` where `dim` is given."""
+    """The scaling of `data`, or None for None (see `_dim_and_scaling`)."""
     if data is None:
         return None
     x = np.asarray(data, dtype=np.float64)
@@ -149,10 +160,7 @@ def build_point_generator(
     ((None, 2), 'to_data_scale')
     """
     latent_dim = check_int("latent_dim", latent_dim)
-    scaling = _scaling(data, output_dim, "output_dim")
-    if output_dim is None:
-        output_dim = 2 if scaling is None else len(scaling.mean)
-    output_dim = check_int("output_dim", output_dim)
+    output_dim, scaling = _dim_and_scaling(data, output_dim, "output_dim")
     after = None
     if scaling is not None:
         after = keras.layers.Rescaling(
@@ -200,10 +208,7 @@ def build_point_critic(
     >>> build_point_critic().output_shape
     (None, 1)
     """
-    scaling = _scaling(data, input_dim, "input_dim")
-    if input_dim is None:
-        input_dim = 2 if scaling is None else len(scaling.mean)
-    input_dim = check_int("input_dim", input_dim)
+    input_dim, scaling = _dim_and_scaling(data, input_dim, "input_dim")
     before = None
     if scaling is not None:
         before = keras.layers.Rescaling(

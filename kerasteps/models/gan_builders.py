@@ -125,9 +125,10 @@ def build_point_generator(
 
     With `data`, the generator works in standardized units: its last layer, a
     `Rescaling`, maps its output to the data's mean and standard deviation (one
-    over all coordinates, so the shapes keep their proportions), so the same
-    networks and optimizers fit points of any scale. Pass the same `data` to
-    `build_point_critic`.
+    over all coordinates, so the shapes keep their proportions): the networks
+    see numbers of order 1 at any scale. Pass the same `data` to
+    `build_point_critic`. (A WGAN's gradient penalty is still in the data's
+    own units.)
 
     Input shape: `(batch, latent_dim)`. Output shape: `(batch, output_dim)`,
     unbounded (linear output layer).

@@ -174,10 +174,11 @@ def check_one_step(x: np.ndarray, n_critic: int, batch_size: int) -> None:
 # On points, both networks are ReLU MLPs of 3x128 (`build_point_generator`,
 # `build_point_critic`), given the data so that they work in its standardized units:
 # the critic's first layer divides by the data's standard deviation and the
-# generator's last multiplies by it, so the same settings fit data of any scale. The
+# generator's last multiplies by it, so the networks see numbers of order 1 at any
+# scale (the penalty's weight is still in the data's units). The
 # WGAN keeps its defaults, which were measured on PacGAN's ring and grid
 # (`benchmarks/wgan_quality.py`, docs/benchmarks.md): 2-D noise, `n_critic` 5, batch
-# 128, gradient penalty 1, and `compile(total_steps=--steps)`, Adam (beta_1 0.5,
+# 128, gradient penalty 0.1, and `compile(total_steps=--steps)`, Adam (beta_1 0.5,
 # beta_2 0.9) at 2e-3 decaying linearly to 1e-5 at --steps (6000 by default). The
 # schedule is part of the run: a --resume keeps the --steps it was planned with.
 #
@@ -623,7 +624,7 @@ def save_grid(path: str, images: np.ndarray) -> None:
     "--gradient-penalty",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Weight of the gradient penalty (gp only) [default: 1.0 on points, 10.0 "
+    help="Weight of the gradient penalty (gp only) [default: 0.1 on points, 10.0 "
     "on images].",
 )
 @click.option(

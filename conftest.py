@@ -5,8 +5,7 @@ the `Example:` sections of every module under `kerasteps/`. Under `tests/` only 
 files and `conftest.py` are collected: the scripts and fixtures there are run by the
 tests in subprocesses, and `tests/scripts/jax_data_parallel.py` trains when imported.
 The modules of one backend's WGAN step import that backend: they are left out where
-it is not installed (the PyTorch run of the README installs no JAX); so are the
-deprecated module paths, which warn on import.
+it is not installed (the PyTorch run of the README installs no JAX).
 """
 
 from __future__ import annotations
@@ -28,9 +27,6 @@ collect_ignore = [
     for backend in ("jax", "torch")
     if importlib.util.find_spec(backend) is None
 ]
-# The deprecated module paths: no examples, and a DeprecationWarning on import
-# (their tests import them on purpose).
-collect_ignore += ["kerasteps/checkpoint_store.py", "kerasteps/events.py"]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kerasteps import _compat
-from kerasteps._deprecation import renamed_keyword
 from kerasteps._files._paths import in_pseudo_file_system, is_file_system_root
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
@@ -100,16 +99,13 @@ def _check_log_dir(log_dir: str | os.PathLike) -> Path:
     return path
 
 
-@renamed_keyword("logdir", "log_dir")
 def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
     """Finds the runs under a log directory and their event files.
 
     Args:
         log_dir: A directory. Runs are the directories under it, at any depth and
             including `log_dir` itself, that hold event files (links are followed,
-            but never into `/proc`, `/sys` or the file system's root). The old
-            spelling `logdir=` works until the next release, with a
-            `DeprecationWarning`.
+            but never into `/proc`, `/sys` or the file system's root).
 
     Returns:
         A `dict` sorted by run name, mapping each run name (its path relative to
@@ -249,7 +245,6 @@ def _scalar_value(value, plugins: dict[str, str]) -> float | None:
     return float(array.reshape(()).item())
 
 
-@renamed_keyword("logdir", "log_dir")
 def read_scalars(
     log_dir: str | os.PathLike,
     *,
@@ -260,8 +255,7 @@ def read_scalars(
 
     Args:
         log_dir: A directory holding event files, directly or in subdirectories
-            (one run per directory that holds event files). The old spelling
-            `logdir=` works until the next release, with a `DeprecationWarning`.
+            (one run per directory that holds event files).
         sort: Bool, default True. Sort each tag's points by step (a stable sort:
             points with equal steps keep their write order). With False, points
             are in the order they were written, to check that steps never go

@@ -26,10 +26,10 @@ from click.testing import CliRunner
 
 import kerasteps
 from kerasteps import event_files, recipe
-from kerasteps.cli import best_mode, main
-from kerasteps.recipes import _files as _recipe_files
+from kerasteps.cli import _recipes, best_mode, main
 from tests.helpers import (
     FIXTURE_RECIPES,
+    ROOT,
     free_port,
     invoke,
     user_environment,
@@ -41,7 +41,7 @@ from tests.helpers import (
 
 @pytest.fixture
 def fixture_recipes(monkeypatch) -> Path:
-    monkeypatch.setattr(_recipe_files, "BUNDLED", FIXTURE_RECIPES)
+    monkeypatch.setattr(_recipes, "BUNDLED", FIXTURE_RECIPES)
     return FIXTURE_RECIPES
 
 
@@ -64,7 +64,7 @@ def test_list_shows_first_docstring_line_without_importing(tmp_path, monkeypatch
     (tmp_path / "hello.py").write_text('"""Say hello."""\n')
     (tmp_path / "_helper.py").write_text('"""Not a recipe."""\n')
     (tmp_path / "nodoc.py").write_text("x = 1\n")
-    monkeypatch.setattr(_recipe_files, "BUNDLED", tmp_path)
+    monkeypatch.setattr(_recipes, "BUNDLED", tmp_path)
     result = invoke("list")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
@@ -77,7 +77,7 @@ def test_list_shows_first_docstring_line_without_importing(tmp_path, monkeypatch
 
 
 def test_list_without_recipes(tmp_path, monkeypatch):
-    monkeypatch.setattr(_recipe_files, "BUNDLED", tmp_path)
+    monkeypatch.setattr(_recipes, "BUNDLED", tmp_path)
     result = invoke("list")
     assert result.exit_code == 0
     assert result.output == f"No recipes found (searched: {tmp_path}).\n"
@@ -87,16 +87,15 @@ def test_bundled_recipes_are_the_package_kerasteps_recipes():
     import kerasteps.recipes
 
     folder = Path(kerasteps.recipes.__file__).resolve().parent
-    assert _recipe_files.BUNDLED == folder
-    assert list(_recipe_files.find_recipes()) == [
+    assert _recipes.BUNDLED == folder == ROOT / "recipes"  # the clone's own files
+    assert list(_recipes.find_recipes()) == [
         "batch_vs_sgd",
         "global_step",
         "image_classifier",
         "wgan",
     ]
-    # The authoring kit keeps the launcher's functions importable.
-    assert recipe.find_recipes is _recipe_files.find_recipes
-    assert recipe.load_recipe is _recipe_files.load_recipe
+    # The authoring kit does not reach up into the launcher.
+    assert not hasattr(recipe, "find_recipes")
 
 
 # ---------------------------------------------------------------------------- run

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 
 from kerasteps import event_files
@@ -55,30 +52,3 @@ def test_read_scalars_errors(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match="`log_dir` must be a directory"):
         event_files.read_scalars(tmp_path / "file")
-
-
-# --------------------------------------------------------------- the old module path
-def test_kerasteps_events_still_works_and_warns(monkeypatch, log_dir):
-    monkeypatch.delitem(sys.modules, "kerasteps.events", raising=False)
-    with pytest.warns(DeprecationWarning, match=r"import from kerasteps\.event_files"):
-        old = importlib.import_module("kerasteps.events")
-    public = ["find_runs", "is_event_file", "read_scalars"]
-    assert old.__all__ == event_files.__all__ == public
-    for name in old.__all__:
-        assert getattr(old, name) is getattr(event_files, name)
-    assert old.read_scalars(log_dir) == event_files.read_scalars(log_dir)
-
-
-def test_the_logdir_keyword_still_works_and_warns(log_dir):
-    for function in (event_files.read_scalars, event_files.find_runs):
-        name = function.__name__
-        with pytest.warns(
-            DeprecationWarning,
-            match=rf"`logdir=` of {name}\(\) is deprecated and will be removed in "
-            r"the next release; use `log_dir=`\.",
-        ) as caught:
-            assert function(logdir=log_dir) == function(log_dir)
-        assert caught[0].filename == __file__  # points at the caller
-        assert function(log_dir=log_dir) == function(log_dir)  # the new keyword
-        with pytest.raises(TypeError, match="give `log_dir` only"):
-            function(log_dir=log_dir, logdir=log_dir)

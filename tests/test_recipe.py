@@ -19,15 +19,12 @@ from kerasteps import event_files, global_step
 from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
 from kerasteps.recipe import (
     ProvideEvery,
-    RunFolder,
+    Run,
     TrainingClock,
-    begin_run,
     common_options,
     exit_if_interrupted,
-    open_run,
     print_log_hint,
     resume_from_checkpoint,
-    resume_run,
     start_run,
     warm_up,
 )
@@ -38,14 +35,12 @@ pytestmark = pytest.mark.neutral
 
 def test_each_new_run_gets_the_next_folder(tmp_path):
     log_dir = tmp_path / "logs" / "wgan"  # created on demand
-    assert open_run(log_dir, resume=False) == RunFolder(
-        str(log_dir / "run-1"), 1, False
-    )
-    assert open_run(log_dir, resume=False).number == 2
+    assert start_run(log_dir, resume=False) == Run(str(log_dir / "run-1"), 1, False)
+    assert start_run(log_dir, resume=False).number == 2
     (log_dir / "run-10").mkdir()  # numbers, not names, are compared
     (log_dir / "run-x").mkdir()
     (log_dir / "notes.txt").write_text("a file is no run")
-    assert open_run(log_dir, resume=False).path == str(log_dir / "run-11")
+    assert start_run(log_dir, resume=False).folder == str(log_dir / "run-11")
     assert sorted(os.listdir(log_dir)) == [
         "notes.txt",
         "run-1",
@@ -57,22 +52,22 @@ def test_each_new_run_gets_the_next_folder(tmp_path):
 
 
 def test_resume_continues_the_latest_run_or_starts_the_first(tmp_path):
-    assert open_run(tmp_path / "a", resume=True) == RunFolder(
+    assert start_run(tmp_path / "a", resume=True) == Run(
         str(tmp_path / "a" / "run-1"), 1, False
     )
-    open_run(tmp_path / "a", resume=False)  # run-2
-    assert open_run(tmp_path / "a", resume=True) == RunFolder(
+    start_run(tmp_path / "a", resume=False)  # run-2
+    assert start_run(tmp_path / "a", resume=True) == Run(
         str(tmp_path / "a" / "run-2"), 2, True
     )
 
 
 def test_a_run_folder_given_as_log_dir(tmp_path):
     run = tmp_path / "run-3"
-    assert open_run(run, resume=False) == RunFolder(str(run), 3, False)  # empty: ok
+    assert start_run(run, resume=False) == Run(str(run), 3, False)  # empty: ok
     (run / "log.jsonl").write_text("{}\n")
-    assert open_run(run, resume=True) == RunFolder(str(run), 3, True)
+    assert start_run(run, resume=True) == Run(str(run), 3, True)
     with pytest.raises(click.UsageError, match="holds an earlier run. Give --resume"):
-        open_run(run, resume=False)
+        start_run(run, resume=False)
     assert (run / "log.jsonl").read_text() == "{}\n"
 
 
@@ -84,7 +79,7 @@ def tiny_model() -> keras.Model:
 
 def test_start_run_says_new_or_resumed_from_which_checkpoint(tmp_path, capsys):
     model = tiny_model()
-    run = start_run(model, tmp_path, steps=4, resume=False)
+    run = start_run(tmp_path, False, model=model, steps=4)
     assert capsys.readouterr().out == f"New run: {tmp_path / 'run-1'}\n"
     assert (run.folder, run.start, run.stop.max_steps) == (
         str(tmp_path / "run-1"),
@@ -99,26 +94,33 @@ def test_start_run_says_new_or_resumed_from_which_checkpoint(tmp_path, capsys):
         verbose=0,
         callbacks=[StepCheckpoint(checkpoints, every=4), run.stop],
     )
-    again = start_run(tiny_model(), tmp_path, steps=10, resume=True)
+    again = start_run(tmp_path, True, model=tiny_model(), steps=10)
     path = os.path.join(checkpoints, "ckpt-4")
     assert capsys.readouterr().out == f"Resumed from step 4 (checkpoint {path})\n"
     assert (again.folder, again.start, again.stop.max_steps) == (run.folder, 4, 10)
 
-    done = start_run(tiny_model(), tmp_path, steps=4, resume=True)
+    done = start_run(tmp_path, True, model=tiny_model(), steps=4)
     out = capsys.readouterr().out
     assert done.stop is None
     assert "Already at step 4 >= --steps 4; nothing to train." in out
 
 
 def test_resume_of_a_run_without_checkpoint_says_so(tmp_path, capsys):
-    start_run(tiny_model(), tmp_path, steps=4, resume=False)
+    start_run(tmp_path, False, model=tiny_model(), steps=4)
     capsys.readouterr()
-    run = start_run(tiny_model(), tmp_path, steps=4, resume=True)
+    run = start_run(tmp_path, True, model=tiny_model(), steps=4)
     checkpoints = os.path.join(tmp_path, "run-1", "checkpoints")
     assert capsys.readouterr().out == (
         f"No checkpoint in {checkpoints} yet: starting at step 0.\n"
     )
     assert run.start == 0
+
+
+def test_start_run_takes_a_model_with_steps_only(tmp_path):
+    for kwargs in ({"model": tiny_model()}, {"steps": 4}):
+        with pytest.raises(ValueError, match="`model` and `steps` go together"):
+            start_run(tmp_path, False, **kwargs)
+    assert os.listdir(tmp_path) == []  # refused before a folder was made
 
 
 def test_log_hint_points_board_and_plot_at_the_runs_side_by_side(capsys):
@@ -175,117 +177,27 @@ def test_common_option_defaults_are_checked(kwargs, error, message):
         common_options(**kwargs)
 
 
-# -- the old spellings, until the next release ----------------------------------------
-LOGDIR_WARNING = (
-    "Warning: --logdir is deprecated and will be removed in the next release; "
-    "use --log-dir.\n"
-)
-
-
-def _echo_log_dir() -> click.Command:
-    @click.command()
-    @common_options(steps=2, log_every=1, log_dir="logs/demo")
-    def main(steps, log_every, log_dir, seed, resume):
-        click.echo(f"log_dir={log_dir}")
-
-    return main
-
-
-def test_the_logdir_option_still_works_and_warns_on_stderr(tmp_path):
-    main = _echo_log_dir()
-    old = str(tmp_path / "old")
-    result = CliRunner().invoke(main, ["--logdir", old, "--resume"])
-    assert result.exit_code == 0, result.output
-    assert result.output == LOGDIR_WARNING + f"log_dir={old}\n"
-    if hasattr(result, "stderr_bytes") and result.stderr_bytes is not None:
-        assert result.stderr == LOGDIR_WARNING  # on stderr, not stdout
-    assert CliRunner().invoke(main, []).output == "log_dir=logs/demo\n"
-    assert "logdir" not in CliRunner().invoke(main, ["--help"]).output  # hidden
-    # Checked as --log-dir is, before the function runs.
-    bad = CliRunner().invoke(main, ["--logdir", "/proc/x"])
-    assert bad.exit_code == 2
-    assert "Invalid value for '--logdir': '/proc/x' is under /proc" in bad.output
-    # Both spellings, in either order, is a usage error.
-    for args in (
-        ["--logdir", old, "--log-dir", old],
-        ["--log-dir", old, "--logdir", old],
-    ):
-        both = CliRunner().invoke(main, args)
-        assert both.exit_code == 2
-        assert (
-            "Error: --logdir is the deprecated spelling of --log-dir: give "
-            "--log-dir only." in both.output
-        )
-
-
-def test_common_options_logdir_keyword_and_parameter_still_work_and_warn():
-    with pytest.warns(DeprecationWarning) as caught:
-
-        @click.command()
-        @common_options(steps=2, log_every=1, logdir="logs/old")
-        def main(steps, log_every, logdir, seed, resume):
-            click.echo(f"logdir={logdir}")
-
-    messages = [str(warning.message) for warning in caught]
-    assert messages == [
-        "`logdir=` of common_options() is deprecated and will be removed in the "
-        "next release; use `log_dir=`.",
-        "The parameter `logdir` of the recipe function "
-        "test_common_options_logdir_keyword_and_parameter_still_work_and_warn."
-        "<locals>.main() is deprecated and will be removed in the next release; "
-        "use `log_dir` (the name common_options passes).",
-    ]
-    assert all(warning.filename == __file__ for warning in caught)  # the caller
-    assert CliRunner().invoke(main, []).output == "logdir=logs/old\n"
-    assert CliRunner().invoke(main, ["--log-dir", "x"]).output == "logdir=x\n"
-    with pytest.raises(TypeError, match="got both `log_dir` and its deprecated"):
-        common_options(log_dir="a", logdir="b")
-
-
-def test_the_kit_functions_still_take_logdir_and_warn(tmp_path, capsys):
-    def warns(function):
-        return pytest.warns(
-            DeprecationWarning,
-            match=rf"`logdir=` of {function}\(\) is deprecated and will be removed "
-            r"in the next release; use `log_dir=`\.",
-        )
-
-    with warns("open_run"):
-        assert open_run(logdir=tmp_path, resume=False).number == 1
-    with warns("begin_run"):
-        assert begin_run(logdir=tmp_path, resume=False).number == 2
-    with warns("start_run"):
-        run = start_run(tiny_model(), logdir=tmp_path, steps=2, resume=False)
-    assert run.folder == str(tmp_path / "run-3")
-    with warns("resume_run"):
-        start, stop = resume_run(tiny_model(), logdir=run.folder, steps=2, resume=True)
-    assert (start, stop.max_steps) == (0, 2)
-    with warns("print_log_hint"):
-        print_log_hint(logdir=run.folder)
-    assert f"Logs written to {run.folder}" in capsys.readouterr().out
-
-
 # -- a run's settings ----------------------------------------------------------------
-def test_begin_run_saves_the_settings_a_resume_must_keep(tmp_path, capsys):
+def test_start_run_saves_the_settings_a_resume_must_keep(tmp_path, capsys):
     settings = {"examples": 300, "lr": 0.3, "data": None}
-    run = begin_run(tmp_path, resume=False, settings=settings)
+    run = start_run(tmp_path, resume=False, settings=settings)
     assert capsys.readouterr().out == f"New run: {tmp_path / 'run-1'}\n"
     path = tmp_path / "run-1" / "run.json"
     assert path.read_text() == '{"examples": 300, "lr": 0.3, "data": null}'
-    again = begin_run(tmp_path, resume=True, settings=settings)
-    assert again == RunFolder(run.path, 1, True)
+    again = start_run(tmp_path, resume=True, settings=settings)
+    assert again == Run(run.folder, 1, True)
     assert capsys.readouterr().out == ""  # the resumed models say where from
 
     with pytest.raises(click.UsageError) as refused:
-        begin_run(tmp_path, resume=True, settings={**settings, "lr": 0.1, "data": "a"})
+        start_run(tmp_path, resume=True, settings={**settings, "lr": 0.1, "data": "a"})
     assert refused.value.message == (
-        f"--resume needs the settings of the run in {run.path}, but "
+        f"--resume needs the settings of the run in {run.folder}, but "
         "lr: 0.3 -> 0.1, data: None -> 'a'."
     )
     assert json.loads(path.read_text()) == settings  # untouched
     assert sorted(os.listdir(tmp_path)) == ["run-1"]
     # A new run has nothing to keep: another folder, its own settings.
-    other = begin_run(tmp_path, resume=False, settings={"lr": 0.1})
+    other = start_run(tmp_path, resume=False, settings={"lr": 0.1})
     assert json.loads((tmp_path / "run-2" / "run.json").read_text()) == {"lr": 0.1}
     assert other.number == 2
 

@@ -84,6 +84,12 @@ def test_wheel_runs_list_and_a_recipe(tmp_path):
     listed = run([env_dir / "bin" / "kerasteps", "list"], cwd=work)
     names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
     assert {"global_step", "image_classifier", "batch_vs_sgd"} <= set(names)
+    # The top-level `recipes/` folder is installed as `kerasteps.recipes`: the
+    # launcher runs the installed copy, not the clone's.
+    paths = run([env_dir / "bin" / "kerasteps", "list", "--paths"], cwd=work).stdout
+    global_step = [line for line in paths.splitlines() if "global_step" in line]
+    assert len(global_step) == 1 and str(env_dir) in global_step[0], paths
+    assert str(ROOT) not in paths
     trained = run(
         [
             env_dir / "bin" / "kerasteps",

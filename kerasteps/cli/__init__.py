@@ -10,7 +10,7 @@ kerasteps summary LOG_DIR [--tag TAG]...
 ```
 
 `list` and `run NAME` show and run the bundled recipes, the package
-`kerasteps.recipes` (see `kerasteps.recipes._files`). `plot` and `summary` read the
+`kerasteps.recipes` (see `kerasteps.cli._recipes`). `plot` and `summary` read the
 event files with `kerasteps.event_files.read_scalars`: a run is each directory under
 LOG_DIR that holds event files, named by its path relative to LOG_DIR (`.` for LOG_DIR
 itself), and every step is the step the summary was written at (the global step for
@@ -45,7 +45,7 @@ from pathlib import Path
 import click
 
 from kerasteps import __version__, _startup
-from kerasteps.recipes import _files as _recipe_files
+from kerasteps.cli import _recipes
 
 __all__ = ["main"]
 
@@ -100,13 +100,13 @@ def main() -> None:
 @click.option("--paths", is_flag=True, help="Also show each recipe's file.")
 def list_command(paths: bool) -> None:
     """List the recipes with their one-line descriptions."""
-    recipes = _recipe_files.find_recipes()
+    recipes = _recipes.find_recipes()
     if not recipes:
-        click.echo(f"No recipes found (searched: {_recipe_files.BUNDLED}).")
+        click.echo(f"No recipes found (searched: {_recipes.BUNDLED}).")
         return
     width = max(len(name) for name in recipes)
     for name, path in recipes.items():
-        line = f"{name:<{width}}  {_recipe_files.recipe_description(path)}"
+        line = f"{name:<{width}}  {_recipes.recipe_description(path)}"
         click.echo(f"{line}  [{path}]" if paths else line)
 
 
@@ -123,7 +123,7 @@ def _resolve_recipe(target: str) -> Path:
                 f"recipe file {target!r} does not exist.", param_hint="'RECIPE'"
             )
         return path
-    recipes = _recipe_files.find_recipes()
+    recipes = _recipes.find_recipes()
     name = target.replace("-", "_")
     if name in recipes:
         return recipes[name]
@@ -158,7 +158,7 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
         if "--verbose" in recipe_args:
             os.environ[_startup.VERBOSE_ENV] = "1"
         with _startup.filtered_stderr():
-            command = _recipe_files.load_recipe(path)
+            command = _recipes.load_recipe(path)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'RECIPE'") from None
     except Exception as error:  # noqa: BLE001 - the recipe file's own error

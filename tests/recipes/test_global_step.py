@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 
 import pytest
 
@@ -55,31 +54,3 @@ def test_global_step_recipe_logs_at_1_101_201(tmp_path, caplog):
     steps = read_scalar_steps(str(folder), "train", "loss")
     assert steps == [*range(1, 351, 10), 351]
     assert [r["step"] for r in read_jsonl(folder / "log.jsonl")] == [1, 101, 201, 301]
-
-
-def _layout(log_dir: Path) -> list[str]:
-    """The files under `log_dir`, event files named without their time and host."""
-    return sorted(
-        re.sub(r"tfevents\..*", "tfevents", path.relative_to(log_dir).as_posix())
-        for path in log_dir.rglob("*")
-    )
-
-
-def test_the_old_logdir_option_still_works_and_warns(tmp_path):
-    """`--logdir` (until the next release) is `--log-dir`: the same run folder, the
-    same curves, and a warning naming the new spelling."""
-    tiny = ("global_step", "--steps", "21", "--log-every", "10")
-    new = run(*tiny, "--log-dir", str(tmp_path / "new"))
-    old = run(*tiny, "--logdir", str(tmp_path / "old"))
-    warning = (
-        "Warning: --logdir is deprecated and will be removed in the next release; "
-        "use --log-dir."
-    )
-    assert old.output.splitlines()[0] == warning
-    assert warning not in new.output
-    assert "New run: " + str(tmp_path / "old" / "run-1") in old.output
-    assert _layout(tmp_path / "old") == _layout(tmp_path / "new")
-    assert "run-1/model.keras" in _layout(tmp_path / "old")
-    assert read_scalar_steps(str(tmp_path / "old" / "run-1"), "train", "loss") == (
-        read_scalar_steps(str(tmp_path / "new" / "run-1"), "train", "loss")
-    )

@@ -669,7 +669,7 @@ def main(
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest,
     # with the same settings.
     kept = run_settings(data, variant, training.settings)
-    run = start_run(model, log_dir, steps, resume, kept)
+    run = start_run(log_dir, resume, model=model, steps=steps, settings=kept)
     if run.stop is None:
         return
     log_every = log_every or max(1, steps // 10)

@@ -45,12 +45,12 @@ import click
 
 from kerasteps.formatting import format_table, format_value
 from kerasteps.recipe import (
-    begin_run,
     common_options,
     exit_if_interrupted,
     log_to_console,
     print_log_hint,
     resume_from_checkpoint,
+    start_run,
     tracking_callbacks,
     warm_up,
 )
@@ -194,12 +194,12 @@ class Plan(NamedTuple):
 
 
 def plan_mode(mode, run, examples, epochs, log_every, limit):
-    """Plans a mode of the run `run` (a `RunFolder`); `limit`: --steps-per-execution."""
+    """Plans a mode of the run `run` (a `Run`); `limit`: --steps-per-execution."""
     import keras
 
     from kerasteps.callbacks import StepCheckpoint
 
-    folder = os.path.join(run.path, mode)
+    folder = os.path.join(run.folder, mode)
     checkpoints = os.path.join(folder, "checkpoints")
     latest = StepCheckpoint.latest(checkpoints) if run.resumed else None
     start = latest.step if latest else 0
@@ -654,7 +654,7 @@ def main(
     examples, n_fft = x.shape
     # The run's folder, LOG_DIR/run-N; a --resume with other settings stops here.
     settings = dict(examples=examples, n_fft=n_fft, lr=lr, seed=seed, data=data)
-    run = begin_run(log_dir, resume, settings)
+    run = start_run(log_dir, resume, settings=settings)
     initial_mse = full_data_mse(build_model(n_fft, lr, seed), x, y)
     kind = "spectrum" if data is None else "data"
     click.echo(
@@ -667,8 +667,8 @@ def main(
         checkpoint = train_mode(model, plan, x, y, seed, initial_mse)
         if checkpoint is not None and checkpoint.interrupted:
             break  # stopped by a signal: report what was trained, then exit
-    png = png or os.path.join(run.path, "batch_vs_sgd.png")
-    report(run.path, examples, png, f"{examples} examples, SGD lr {lr}")
+    png = png or os.path.join(run.folder, "batch_vs_sgd.png")
+    report(run.folder, examples, png, f"{examples} examples, SGD lr {lr}")
     exit_if_interrupted(checkpoint, f"in mode {mode}")
 
 

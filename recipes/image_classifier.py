@@ -403,7 +403,7 @@ def main(
     )
     model = build_model(image_size, len(class_names), filters, lr)
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
-    run = start_run(model, log_dir, steps, resume)
+    run = start_run(log_dir, resume, model=model, steps=steps)
     if run.stop is None:
         return
     model.fit(

@@ -2,8 +2,9 @@
 
 `kerasteps list` and `kerasteps run NAME` look for `NAME.py` (a `-` in `NAME` is read
 as `_`; files whose name starts with `_` are not recipes) in the package
-`kerasteps.recipes`, which ships with every install. A user's own recipe is run by
-path: `kerasteps run path/to/my_recipe.py`.
+`kerasteps.recipes`, which ships with every install: the top-level `recipes/`
+folder of a clone (an editable install maps the package to it). A user's own recipe
+is run by path: `kerasteps run path/to/my_recipe.py`.
 
 `kerasteps run` loads the file in the launcher's own process (not as `__main__`, so
 its `if __name__ == "__main__"` block does not run), takes its `main` command and
@@ -25,8 +26,11 @@ from pathlib import Path
 
 import click
 
-#: The folder of the bundled recipes: the package `kerasteps.recipes`.
-BUNDLED = Path(__file__).resolve().parent
+#: The folder of the bundled recipes: the package `kerasteps.recipes`, found
+#: without importing it.
+BUNDLED = Path(
+    importlib.util.find_spec("kerasteps.recipes").submodule_search_locations[0]
+)
 
 
 def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
@@ -43,7 +47,7 @@ def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps.recipes._files import find_recipes
+    >>> from kerasteps.cli._recipes import find_recipes
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (folder / "hello.py").write_text('\"\"\"Say hello.\"\"\"')
     >>> _ = (folder / "_helper.py").write_text("x = 1")
@@ -75,7 +79,7 @@ def recipe_description(path: str | os.PathLike) -> str:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps.recipes._files import recipe_description
+    >>> from kerasteps.cli._recipes import recipe_description
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
     >>> _ = path.write_text('\"\"\"Say hello.\\n\\nMore text.\"\"\"\\nimport click\\n')
     >>> recipe_description(path)
@@ -112,7 +116,7 @@ def load_recipe(path: str | os.PathLike) -> click.Command:
     Example:
 
     >>> import pathlib, tempfile
-    >>> from kerasteps.recipes._files import load_recipe
+    >>> from kerasteps.cli._recipes import load_recipe
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "hello.py"
     >>> _ = path.write_text(
     ...     '\"\"\"Say hello.\"\"\"\\nimport click\\n'

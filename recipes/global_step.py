@@ -226,7 +226,7 @@ def main(steps, log_every, log_dir, seed, resume, batch_size, curve_every, reduc
     x, y = make_data(seed)
     model = build_model()
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
-    run = start_run(model, log_dir, steps, resume)
+    run = start_run(log_dir, resume, model=model, steps=steps)
     if run.stop is None:
         return
     print_step_before(model)

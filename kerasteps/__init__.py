@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(steps, name)
     if name == "load_model":
-        from kerasteps.checkpoint._saving import load_model
+        from kerasteps.models._saving import load_model
 
         return load_model
     raise AttributeError(f"module 'kerasteps' has no attribute {name!r}")

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps import steps as steps_lib
+from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_int
-from kerasteps.checkpoint.resume_state import ResumeState
 
 __all__ = ["gan_batches", "skip_consumed"]
 

@@ -1,5 +1,6 @@
-"""The package's shape: no import circle, no module writes another's private
-attribute, no private Keras / TensorFlow / TensorBoard name outside `_compat.py`.
+"""The package's shape: imports go one way, down the floors, with no circle; no
+module writes another's private attribute; no private Keras / TensorFlow /
+TensorBoard name outside `_compat.py`; recipes import only the public API.
 
 Static checks of the source (`ast`), no Keras imported: they fail naming the module
 and line to change.
@@ -16,13 +17,18 @@ PACKAGE = ROOT / "kerasteps"
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the package, by dotted name."""
+    """Every module of the package, by dotted name: the top-level `recipes/` folder
+    is the package `kerasteps.recipes` (pyproject.toml's `package-dir`)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        found[".".join(parts)] = path
+    for root, package in (
+        (PACKAGE, "kerasteps"),
+        (ROOT / "recipes", "kerasteps.recipes"),
+    ):
+        for path in sorted(root.rglob("*.py")):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
     return found
 
 
@@ -112,6 +118,95 @@ def test_no_import_circle():
     edges = graph()
     assert "kerasteps.callbacks._hub" in edges["kerasteps.callbacks.base"]
     assert circles(edges) == []
+
+
+#: The floors, lowest first: a module imports only from its own floor or lower
+#: ones (docs/development.md, "Layout"). A name ending in "." is a package: every
+#: module in it. The package's `__init__` (`kerasteps`) is the top floor's.
+FLOORS = [
+    [
+        "kerasteps._files.",
+        "kerasteps._compat",
+        "kerasteps._variables",
+        "kerasteps._validate",
+        "kerasteps._rng",
+        "kerasteps._startup",
+        "kerasteps.formatting",
+    ],
+    [
+        "kerasteps.steps",
+        "kerasteps.schedule",
+        "kerasteps.distribute",
+        "kerasteps._resume_state",
+    ],
+    [
+        "kerasteps.event_files",
+        "kerasteps._tracking",
+        "kerasteps.data",
+        "kerasteps.mixtures",
+    ],
+    ["kerasteps.checkpoint."],
+    ["kerasteps.callbacks.", "kerasteps.models."],
+    ["kerasteps.recipe."],
+    ["kerasteps.recipes.", "kerasteps.cli.", "kerasteps"],
+]
+
+
+def floor(name: str) -> int:
+    """The floor of module `name` (`FLOORS`); a module on none is an error."""
+    matches = [
+        (len(prefix), number)
+        for number, prefixes in enumerate(FLOORS)
+        for prefix in prefixes
+        if name == prefix.rstrip(".")
+        or (prefix.endswith(".") and name.startswith(prefix))
+    ]
+    assert matches, f"{name} is on no floor: add it to FLOORS (and the docs)"
+    return max(matches)[1]  # the longest prefix: `kerasteps` is the top's alone
+
+
+def climbs(edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a lower floor to a higher one, as `module -> target`."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in edges.items()
+        for target in targets
+        if floor(target) > floor(name)
+    )
+
+
+def test_climbs_finds_a_climb():
+    edges = {"kerasteps.steps": {"kerasteps.callbacks.base", "kerasteps._compat"}}
+    assert climbs(edges) == ["kerasteps.steps -> kerasteps.callbacks.base"]
+    assert climbs({"kerasteps.cli._plot": {"kerasteps.steps", "kerasteps"}}) == []
+    assert floor("kerasteps.checkpoint") == floor("kerasteps.checkpoint.store") == 3
+    assert floor("kerasteps") == len(FLOORS) - 1
+
+
+def test_imports_go_down_the_floors():
+    """No module imports from a floor above its own: the test names each import
+    that climbs (function-level and `TYPE_CHECKING` imports included)."""
+    assert climbs(graph()) == []
+
+
+def test_recipes_import_only_the_public_api():
+    """A recipe is an example: it imports no `_private` kerasteps module or name."""
+    found = []
+    for name, path in modules().items():
+        if not name.startswith("kerasteps.recipes"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "kerasteps"
+            ):
+                names = [node.module, *(alias.name for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("kerasteps")]
+            else:
+                continue
+            if any(part.startswith("_") for n in names for part in n.split(".")):
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert found == []
 
 
 def _private_assignments(path: Path) -> list[str]:

@@ -35,9 +35,8 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.util import tensor_util
 
-from kerasteps import event_files as event_reader
 from kerasteps._files import _atomic, _logcache
-from kerasteps.event_files import is_event_file
+from kerasteps._files._records import is_event_file, read_events
 
 _NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
 _SEQ_LOCK = threading.Lock()
@@ -73,16 +72,6 @@ def _new_file_path(run_dir: str) -> str:
                 stamp = int(digits.group(1)) + 1 if digits else int(time.time()) + 1
                 candidate = name(stamp, 0)
         return os.path.join(run_dir, candidate)
-
-
-def read_events(path: str):
-    """Yields the `Event` protos of one event file (TensorBoard's loader).
-
-    Never past the records the file holds whole: a damaged file is read up to the
-    damage, with a WARNING naming it (`kerasteps.event_files`); TensorFlow's reader
-    would allocate what a damaged record claims, and crash.
-    """
-    yield from event_reader._events(path)
 
 
 class EventWriter:

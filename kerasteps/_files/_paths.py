@@ -10,12 +10,14 @@ Some folders are refused even when they can be written (as root everything can):
 the file system's root, a top-level system folder itself (`/etc`, `/usr`, `/var`,
 ...; a folder below them is fine), and anything under `/proc` or `/sys`, pseudo
 file systems where a write is not a file (`unfit_problem`). The home directory is
-not refused: runs written there are untidy, not lost.
+not refused: runs written there are untidy, not lost. `aside_path` names the place
+where what a new run finds in its way is kept (`earlier-N`), never deleted.
 """
 
 from __future__ import annotations
 
 import os
+from itertools import count
 
 #: Pseudo file systems: what is below them is no file, and `/proc` shows every
 #: process's view of the whole file system again (readers never enter them).
@@ -207,3 +209,29 @@ def writable_file(path: str | os.PathLike, argument: str) -> str:
     if "://" not in path and os.path.exists(path) and not os.access(path, os.W_OK):
         raise ValueError(f"`{argument}` is not writable: {path!r} is read-only.")
     return path
+
+
+def aside_path(place: str, is_file: bool) -> str:
+    """The first free `earlier-N` name beside a file, or inside a directory.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kerasteps._files._paths import aside_path
+    >>> folder = tempfile.mkdtemp()
+    >>> os.path.basename(aside_path(os.path.join(folder, "log.jsonl"), True))
+    'log.earlier-1.jsonl'
+    >>> os.path.basename(aside_path(folder, False))
+    'earlier-1'
+    """
+    if is_file:
+        folder, name = os.path.split(place)
+        stem, suffix = os.path.splitext(name)
+        candidates = (
+            os.path.join(folder, f"{stem}.earlier-{n}{suffix}") for n in count(1)
+        )
+    else:
+        candidates = (os.path.join(place, f"earlier-{n}") for n in count(1))
+    import tensorflow as tf  # remote file systems too, as the sinks write them
+
+    return next(path for path in candidates if not tf.io.gfile.exists(path))

@@ -46,10 +46,10 @@ import numpy as np
 
 from kerasteps import _compat, distribute
 from kerasteps import steps as steps_lib
+from kerasteps._resume_state import ResumeState
 from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.step_event import StepEvent, StepRecord, scalar_items
 from kerasteps.callbacks.step_run import StepRun
-from kerasteps.checkpoint.resume_state import ResumeState
 from kerasteps.steps import StepNotCountedError
 
 #: The roles of kerasteps callbacks, in the order they act at one step: values are

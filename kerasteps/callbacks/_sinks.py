@@ -33,7 +33,6 @@ import enum
 import logging
 import os
 import uuid
-from itertools import count
 
 import tensorflow as tf
 
@@ -157,30 +156,6 @@ def decide(
     if not run_known:
         return Claim.CONTINUE if has_records_after else Claim.WRITE
     return Claim.ASIDE
-
-
-def aside_path(place: str, is_file: bool) -> str:
-    """The first free `earlier-N` name beside a file, or inside a directory.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> from kerasteps.callbacks._sinks import aside_path
-    >>> folder = tempfile.mkdtemp()
-    >>> os.path.basename(aside_path(os.path.join(folder, "log.jsonl"), True))
-    'log.earlier-1.jsonl'
-    >>> os.path.basename(aside_path(folder, False))
-    'earlier-1'
-    """
-    if is_file:
-        folder, name = os.path.split(place)
-        stem, suffix = os.path.splitext(name)
-        candidates = (
-            os.path.join(folder, f"{stem}.earlier-{n}{suffix}") for n in count(1)
-        )
-    else:
-        candidates = (os.path.join(place, f"earlier-{n}") for n in count(1))
-    return next(path for path in candidates if not tf.io.gfile.exists(path))
 
 
 def report_dropped(

@@ -13,11 +13,11 @@ import tensorflow as tf
 from kerasteps import steps as steps_lib
 from kerasteps._files import _lock
 from kerasteps._files._paths import writable_dir
+from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_int
 from kerasteps.callbacks import _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
-from kerasteps.checkpoint.resume_state import ResumeState
 from kerasteps.checkpoint.store import (
     NAME_RE,
     CheckpointInfo,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerasteps.checkpoint.resume_state import ResumeState
+from kerasteps._resume_state import ResumeState
 
 __all__ = ["StepRun"]
 

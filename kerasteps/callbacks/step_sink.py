@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import tensorflow as tf
 
-from kerasteps._files import _lock
+from kerasteps._files import _lock, _paths
 from kerasteps._files._paths import writable_dir, writable_file
 from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
@@ -238,7 +238,7 @@ class StepSink(StepCallback):
                 name, start_step, dropped, self.record_unit, self.place
             )
         elif claim is not _sinks.Claim.WRITE:
-            kept = _sinks.aside_path(self.place, is_file=self.place_is_file)
+            kept = _paths.aside_path(self.place, is_file=self.place_is_file)
             upto = start_step if claim is _sinks.Claim.CONTINUE else None
             self.keep_aside(kept, upto)
             _sinks.report_aside(name, start_step, self.place, kept, claim)

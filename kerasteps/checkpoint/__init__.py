@@ -12,7 +12,7 @@ Example:
 100
 """
 
-from kerasteps.checkpoint.resume_state import ResumeState
+from kerasteps._resume_state import ResumeState
 from kerasteps.checkpoint.store import (
     CheckpointInfo,
     CheckpointStore,

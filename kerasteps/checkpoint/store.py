@@ -660,7 +660,7 @@ class CheckpointStore:
         >>> [info.name for info in CheckpointStore(kept).entries()]
         ['ckpt-0']
         """
-        from kerasteps.callbacks._sinks import aside_path
+        from kerasteps._files._paths import aside_path
 
         kept = aside_path(self.directory, is_file=False)
         tf.io.gfile.makedirs(kept)

@@ -1,4 +1,9 @@
-"""`ResumeState`: what a restored checkpoint hands to the model's next run."""
+"""`ResumeState`: what a restored checkpoint hands to the model's next run.
+
+Part of the step contract (a run continues across `fit()` calls and restarts), below
+the checkpoints that write it and the data pipeline that reads it
+(`kerasteps.data.skip_consumed`); exported as `kerasteps.checkpoint.ResumeState`.
+"""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ python recipes/NAME.py [OPTIONS]           # the same file
 
 A recipe has a module docstring whose first line is its description, a click
 command `main` taking the common options of `kerasteps.recipe.common_options`, and
-`if __name__ == "__main__": main()`. See `kerasteps/recipe/__init__.py` for the full contract
-and a minimal example. Recipes import only kerasteps's public API; the library never
-imports a recipe.
+`if __name__ == "__main__": main()`. See `kerasteps/recipe/__init__.py` for the full
+contract and a minimal example. Recipes import only kerasteps's public API; the
+library never imports a recipe.
 """

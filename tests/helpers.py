@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 import os
 import socket
 import types
@@ -268,3 +269,38 @@ def write_simple_values(run_dir: Path, tag: str, points) -> None:
 
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+class Witness(keras.callbacks.Callback):
+    """Records (global step, epoch start step, Keras's batch logs) at every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.points: list[tuple[int, int, dict]] = []
+        self._epoch_start = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        self.points.append((step, self._epoch_start, dict(logs)))
+
+    def sums(self, key: str, square: bool = False) -> dict[int, float]:
+        """Cumulative sum of the per-batch values of `key` at every recorded step."""
+        out, closed, last = {0: 0.0}, 0.0, None
+        for step, start, logs in self.points:
+            if last is not None and start != last[1]:
+                closed += last[2] * (last[0] - last[1])  # the epoch that ended
+            value = logs[key] ** 2 if square else logs[key]
+            out[step] = closed + value * (step - start)
+            last = (step, start, value)
+        return out
+
+    def window(self, key: str, prev: int, step: int, square: bool = False) -> float:
+        sums = self.sums(key, square)
+        mean = (sums[step] - sums[prev]) / (step - prev)
+        return math.sqrt(mean) if square else mean
+
+    def logs_at(self, step: int) -> dict:
+        return next(logs for s, _, logs in self.points if s == step)

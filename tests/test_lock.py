@@ -209,7 +209,24 @@ def test_the_same_process_takes_its_own_lock_again(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_remote_path_is_not_locked():
-    lock = DirectoryLock("gs://bucket/run", "`log_dir`")
-    lock.acquire()
-    lock.release()  # nothing was created, nothing to remove, no error
+def test_a_remote_path_is_not_locked(tmp_path):
+    """A URL (`gs://`, here `file://` so that the disk can be looked at) is left
+    to its file system: no lock file, no hold, a second writer is not refused."""
+    from kerasteps._files import _lock
+
+    held = dict(_lock._HELD)
+    url = f"file://{tmp_path}/run"
+    first, second = DirectoryLock(url, "`log_dir`"), DirectoryLock(url, "`log_dir`")
+    first.acquire()
+    second.acquire()  # a local path would be refused by another process's lock
+    assert list(tmp_path.iterdir()) == []
+    assert _lock._HELD == held
+    first.release()
+    second.release()
+    # The same place as a local path is locked: the file names this process.
+    local = DirectoryLock(str(tmp_path / "run"), "`log_dir`")
+    (tmp_path / "run").mkdir()
+    local.acquire()
+    assert _owner(tmp_path / "run")["pid"] == os.getpid()
+    local.release()
+    assert not (tmp_path / "run" / LOCK_NAME).exists()

@@ -14,7 +14,7 @@ from kerasteps.callbacks import (
     StepTensorBoard,
     ValidateEvery,
 )
-from tests.helpers import read_jsonl, read_scalars, tiny_data, tiny_model
+from tests.helpers import Witness, read_jsonl, read_scalars, tiny_data, tiny_model
 
 pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
@@ -28,61 +28,97 @@ def as_number(text: str) -> float | None:
     return None if text == "" else float(text)
 
 
-def test_tensorboard_jsonlines_and_csv_hold_the_same_steps_and_values(tmp_path):
+#: Each key of the JSON lines and its TensorBoard run/tag, spelled out.
+TAGS = {
+    "loss": "train/loss",
+    "mae": "train/mae",
+    "learning_rate": "train/learning_rate",
+    "val_loss": "validation/loss",
+    "val_mae": "validation/mae",
+}
+
+
+class WeightsAt(keras.callbacks.Callback):
+    """The model's weights at every `every`-th step, to evaluate after `fit`."""
+
+    def __init__(self, every):
+        super().__init__()
+        self.every, self.weights = every, {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every == 0:
+            self.weights[step] = self.model.get_weights()
+
+
+def test_tensorboard_jsonlines_and_csv_hold_the_steps_values_and_rates_of_the_run(
+    tmp_path,
+):
+    """Every sink holds, at each point, the mean of Keras's per-batch values since
+    the previous point (from a witness of Keras's batch logs), the learning rate
+    the schedule gave the point's update, and the validation values of Keras's
+    own `evaluate` (ValidateEvery) and of `fit`'s `validation_data` (epoch ends)."""
     schedule = keras.optimizers.schedules.ExponentialDecay(0.05, 4, 0.5)
     model = tiny_model(optimizer=keras.optimizers.SGD(schedule), metrics=["mae"])
     x, y = tiny_data(40)
+    witness, weights = Witness(), WeightsAt(6)
     sinks = [
         StepTensorBoard(tmp_path / "tb", every=3),
         JSONLinesLogger(tmp_path / "log.jsonl", every=3),
         StepCSVLogger(tmp_path / "log.csv", every=3),
     ]
-    model.fit(
+    history = model.fit(
         x,
         y,
         batch_size=4,
         epochs=2,  # 20 steps: points 3..18, and an epoch end at 10 with validation
         verbose=0,
         validation_data=tiny_data(8, seed=1),
-        callbacks=[ValidateEvery(6, validation_data=tiny_data(8, seed=2)), *sinks],
+        callbacks=[
+            witness,
+            weights,
+            ValidateEvery(6, validation_data=tiny_data(8, seed=2)),
+            *sinks,
+        ],
     )
     lines = read_jsonl(tmp_path / "log.jsonl")
-    rows = read_csv(tmp_path / "log.csv")
     steps = [line["step"] for line in lines]
     assert steps == [3, 6, 9, 10, 12, 15, 18, 20]  # 10, 20: Keras's validation
+    assert set().union(*lines) - {"time"} == {"step", *TAGS}
+
+    expected = {step: {} for step in steps}
+    for prev, step in zip([0, 3, 6, 9, 12, 15], [3, 6, 9, 12, 15, 18], strict=True):
+        expected[step]["loss"] = witness.window("loss", prev, step)
+        expected[step]["mae"] = witness.window("mae", prev, step)
+        expected[step]["learning_rate"] = float(schedule(step - 1))  # its update's
+    for step, at_step in weights.weights.items():  # Keras's evaluate, afterwards
+        model.set_weights(at_step)
+        values = model.evaluate(*tiny_data(8, seed=2), verbose=0, return_dict=True)
+        expected[step].update(val_loss=values["loss"], val_mae=values["mae"])
+    for epoch, step in enumerate((10, 20)):
+        expected[step].update(
+            val_loss=history.history["val_loss"][epoch],
+            val_mae=history.history["val_mae"][epoch],
+        )
+    for line in lines:
+        written = {k: v for k, v in line.items() if k not in ("step", "time")}
+        assert written == pytest.approx(expected[line["step"]], rel=1e-5), line
+
+    # The CSV: the same steps and values, in columns.
+    rows = read_csv(tmp_path / "log.csv")
+    assert list(rows[0])[:2] == ["step", "time"]
     assert [int(row["step"]) for row in rows] == steps
-
-    keys = set().union(*lines) - {"time"}
-    assert keys == {
-        "step", "loss", "mae", "learning_rate", "val_loss", "val_mae"
-    }  # fmt: skip
-    assert list(rows[0])[:2] == ["step", "time"] and set(rows[0]) - {"time"} == keys
-    rates = [line["learning_rate"] for line in lines if "learning_rate" in line]
-    assert len(set(rates)) > 3  # the schedule moves: the values are the step's
-
-    for line, row in zip(lines, rows, strict=True):
-        for key in keys:
-            expected = line.get(key)
-            assert as_number(row[key]) == expected, (line["step"], key)
-    # TensorBoard: the same values under its own keys, as float32.
-    board = sinks[0]
-    for key in keys - {"step"}:
-        kind = _kind(key)
-        name = "" if kind == "learning_rate" else key  # a plain model's optimizer
-        run, tag = board.key(name, kind).split("/", 1)
-        written = dict(read_scalars(str(tmp_path / "tb"), run, tag))
-        expected = {line["step"]: line[key] for line in lines if key in line}
-        assert sorted(written) == sorted(expected), key
-        for step, value in expected.items():
-            assert written[step] == pytest.approx(value, rel=1e-6), (key, step)
+    for row, line in zip(rows, lines, strict=True):
+        for key in TAGS:
+            assert as_number(row[key]) == line.get(key), (line["step"], key)
+    # TensorBoard: the same values under the tags a user sees, as float32.
+    for key, tag in TAGS.items():
+        run, name = tag.split("/", 1)
+        written = dict(read_scalars(str(tmp_path / "tb"), run, name))
+        want = {step: values[key] for step, values in expected.items() if key in values}
+        assert written == pytest.approx(want, rel=1e-5), tag
     counters = dict(read_scalars(str(tmp_path / "tb"), "train", "counters/step"))
     assert counters == {s: s for s in (3, 6, 9, 12, 15, 18)}
-
-
-def _kind(key: str) -> str:
-    if key.startswith("val_"):
-        return "validation"
-    return "learning_rate" if key == "learning_rate" else "train"
 
 
 def test_one_switch_leaves_learning_rates_and_counters_out_of_every_sink(tmp_path):

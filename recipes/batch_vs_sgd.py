@@ -250,10 +250,10 @@ def pipeline(x, y, batch_size, seed, start):
 # network goes to `<mode>/model.keras`, a plain Keras model (`keras.saving.load_model`).
 #
 # Each curve starts at step 0 with the initial network, the same in every mode. The
-# sinks write at the steps after an update, so a small callback writes that point
-# when a run begins at step 0, after the sinks took their folder (a folder that holds
-# another run's points is kept aside by them first: kerasteps deletes no other run's
-# records); kerasteps has no sink that writes at a run's start step.
+# sinks write at the steps after an update, so a small callback hands that point to
+# them (`StepSink.log_point`) when a run begins at step 0, after the sinks took their
+# folder (a folder that holds another run's points is kept aside by them first:
+# kerasteps deletes no other run's records).
 #
 # Timing: `train_seconds` counts only the time inside the compiled training calls
 # (`TrainingClock`). `warm_up` traces and compiles them first and undoes its updates,
@@ -311,6 +311,13 @@ def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
     )
     from kerasteps.recipe import ProvideEvery
 
+    every = Every(plan.period, last=True)
+    sinks = [
+        StepTensorBoard(plan.folder, every=every),
+        JSONLinesLogger(os.path.join(plan.folder, "log.jsonl"), every=every),
+        *tracking_callbacks(plan.folder, every),
+    ]
+
     class InitialPoint(StepCallback):
         """Writes the initial network's point when a run begins at step 0."""
 
@@ -318,16 +325,15 @@ def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
 
         def on_run_begin(self, start_step):
             if start_step == 0:
-                write_initial_point(plan.folder, initial_mse)
+                values = {"full_data_mse": initial_mse, "train_seconds": 0.0}
+                for sink in sinks:
+                    sink.log_point(0, values)
 
-    every = Every(plan.period, last=True)
     point = functools.partial(curve_point, x=x, y=y, clock=clock)
     callbacks = [
         clock,  # first: a call's end is timed before the others act
         ProvideEvery(every, point),
-        StepTensorBoard(plan.folder, every=every),
-        JSONLinesLogger(os.path.join(plan.folder, "log.jsonl"), every=every),
-        *tracking_callbacks(plan.folder, every),
+        *sinks,
         InitialPoint(every=None),  # after the sinks took their folder
         checkpoint,
         StopAtStep(plan.target),
@@ -340,63 +346,6 @@ def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
 def curve_point(model, x, y, clock):
     """The values of one point of a mode's curve."""
     return {"full_data_mse": full_data_mse(model, x, y), "train_seconds": clock.seconds}
-
-
-def write_initial_point(folder, mse):
-    """Writes the initial network's point, at step 0, to a mode's TensorBoard run
-    and JSON lines, unless it is there (a resumed mode with no checkpoint).
-    """
-    values = {"full_data_mse": mse, "train_seconds": 0.0}
-    write_scalars_at_zero(os.path.join(folder, "train"), values)
-    write_json_line_at_zero(os.path.join(folder, "log.jsonl"), values)
-
-
-def write_scalars_at_zero(run_dir, values):
-    """Writes `values` as TensorBoard scalars at step 0, unless some are there."""
-    import tensorflow as tf
-
-    from kerasteps import event_files
-
-    written = event_files.read_scalars(run_dir) if os.path.isdir(run_dir) else {}
-    if any(step == 0 for points in written.get(".", {}).values() for step, _ in points):
-        return
-    # Plain `simple_value` scalars, as StepTensorBoard writes them.
-    summary = tf.compat.v1.Summary(
-        value=[
-            tf.compat.v1.Summary.Value(tag=name, simple_value=value)
-            for name, value in values.items()
-        ]
-    )
-    writer = tf.summary.create_file_writer(run_dir)
-    with writer.as_default():
-        tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=0)
-    writer.close()
-
-
-def write_json_line_at_zero(path, values):
-    """Appends `values` as the JSON line of step 0, unless the file has one."""
-    import json
-    import time
-
-    text = ""
-    if os.path.exists(path):
-        with open(path) as handle:
-            text = handle.read()
-    if any(step_of(line) == 0 for line in text.splitlines()):
-        return
-    line = json.dumps({"step": 0, "time": round(time.time(), 6), **values})
-    with open(path, "a") as handle:
-        handle.write(("\n" if text and not text.endswith("\n") else "") + line + "\n")
-
-
-def step_of(line):
-    """The step of a JSON line, or None (a torn last line, which the logger drops)."""
-    import json
-
-    try:
-        return json.loads(line)["step"]
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 # -- The results ----------------------------------------------------------------------

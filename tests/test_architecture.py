@@ -116,7 +116,7 @@ def test_circles_finds_a_circle():
 
 def test_no_import_circle():
     edges = graph()
-    assert "kerasteps.callbacks._hub" in edges["kerasteps.callbacks.base"]
+    assert "kerasteps.callbacks._dispatch" in edges["kerasteps.callbacks.base"]
     assert circles(edges) == []
 
 

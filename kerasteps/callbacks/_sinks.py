@@ -4,7 +4,7 @@ records a sink's place holds, and what a new run does with them.
 **One run per place, nothing of another run deleted.** A sink's place (a JSON-lines
 file, a TensorBoard `log_dir`) records which run wrote it, in a small hidden file
 beside the records (`.kerasteps-run` in a directory, `.<file>.kerasteps-run` beside a
-file). A run is identified by the run id of the hub (`RunHub.run_id`): new when a run
+file). A run is identified by its run id (`StepRun.run_id`): new when a run
 starts at step 0, carried by every checkpoint (`meta.json`'s `run_id`) and from one
 `fit()` to the next of the same model. When a run begins, its sinks decide by
 `decide`:

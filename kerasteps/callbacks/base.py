@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import keras
 
 from kerasteps.callbacks import _windows
-from kerasteps.callbacks._hub import RunHub, get_hub
+from kerasteps.callbacks._dispatch import Dispatcher, get_dispatcher
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_run import StepRun
 from kerasteps.schedule import Every
@@ -19,7 +19,7 @@ class StepCallback(keras.callbacks.Callback):
     """Base class for callbacks that act on the global step, on an `Every` schedule.
 
     Subclasses implement `on_step(event)` and, when they need them, `on_run_begin`
-    and `on_run_end`; they never override the Keras batch hooks. The shared run hub
+    and `on_run_end`; they never override the Keras batch hooks. The shared dispatcher
     (one per model and `fit()` call) tracks the true global step, calls every
     kerasteps callback at a step in a fixed order (providers such as validation,
     then guards, sinks, checkpoints and stop), and passes on the values that
@@ -61,7 +61,7 @@ class StepCallback(keras.callbacks.Callback):
     step 4 loss 0.0
     """
 
-    #: What the callback does at a step (`_hub.ROLES`); it decides the order of the
+    #: What the callback does at a step (`_dispatch.ROLES`); it decides the order of the
     #: kerasteps callbacks acting at one step: `"provider"` adds values for the
     #: others (`ValidateEvery`'s `val_*`, `Throughput`), `"guard"` checks them
     #: (`StopOnNonFinite`), `"sink"` records them (`LogEvery`, `StepTensorBoard`,
@@ -72,7 +72,7 @@ class StepCallback(keras.callbacks.Callback):
     #: where their own schedule did not fire.
     records_extras: ClassVar[bool] = False
     #: False for callbacks that never record training values (control callbacks):
-    #: the hub keeps no window for them.
+    #: the dispatcher keeps no window for them, and their events carry none.
     reads_values: ClassVar[bool] = True
     #: Read the training state at the steps where they act: not async-safe.
     async_safe: ClassVar[bool] = False
@@ -89,7 +89,7 @@ class StepCallback(keras.callbacks.Callback):
         self.every = None if every is None else Every.coerce(every, name="every")
         self.reduce = _windows.check_reduce(reduce)
         self._run: StepRun | None = None
-        self._hub: RunHub | None = None
+        self._dispatcher: Dispatcher | None = None
 
     # -- what subclasses implement ------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
@@ -111,10 +111,21 @@ class StepCallback(keras.callbacks.Callback):
             event: The `StepEvent`: true step, logs, extras, counters, `values()`.
         """
 
-    def on_other_step(self, event: StepEvent) -> None:
-        """Called at a step where the hub stopped but `on_step` is not called.
+    def wants_values(self, step: int) -> bool:
+        """Whether this callback records training values at `step`, where its
+        schedule fired: its event then carries them (`event.values()`), read once
+        for all callbacks at that step. Override to read them less often than the
+        schedule fires (`StepProgressBar` redraws at most every few seconds).
 
-        The hub stops at the steps where some callback is due; this one's own
+        Args:
+            step: The global step.
+        """
+        return True
+
+    def on_other_step(self, event: StepEvent) -> None:
+        """Called at a step where the dispatcher stopped but `on_step` is not called.
+
+        The dispatcher stops at the steps where some callback is due; this one's own
         `every` did not fire there (and a sink got no values to record). Act here on
         other schedules of this callback (`StepTensorBoard`'s histograms and images,
         returned by `schedules()`) or check state (`StepCheckpoint`'s signals). Not
@@ -138,7 +149,7 @@ class StepCallback(keras.callbacks.Callback):
         """
 
     def schedules(self) -> list[Every]:
-        """Every schedule this callback acts on; the hub skips batches where none is.
+        """Every schedule this callback acts on; batches where none is due are skipped.
 
         Example:
 
@@ -199,19 +210,19 @@ class StepCallback(keras.callbacks.Callback):
 
     # -- Keras hooks (final: subclasses implement the on_run_*/on_step hooks) ------
     def on_train_begin(self, logs: dict | None = None) -> None:
-        hub = get_hub(self.model, self.params)
-        self._hub = hub  # the dispatcher, which the Keras hooks below feed
-        self._run = hub.run
-        if self.chief_only and not hub.is_chief:
-            hub.register(self, active=False)  # on another worker it does nothing
+        dispatcher = get_dispatcher(self.model, self.params)
+        self._dispatcher = dispatcher  # the Keras hooks below feed it
+        self._run = dispatcher.run
+        if self.chief_only and not dispatcher.is_chief:
+            dispatcher.register(self, active=False)  # on another worker: no acts
             return
         try:
-            with hub.act():
-                self.on_run_begin(hub.start_step)
+            with dispatcher.act():
+                self.on_run_begin(dispatcher.start_step)
         except BaseException:
-            hub.abort()  # close the callbacks that already began; training stops
+            dispatcher.abort()  # close the callbacks that already began
             raise
-        hub.register(self)
+        dispatcher.register(self)
 
     @property
     def active(self) -> bool:
@@ -219,21 +230,21 @@ class StepCallback(keras.callbacks.Callback):
         return self._run is not None and (self._run.is_chief or not self.chief_only)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        if self._hub is not None:
-            self._hub.epoch_begin(epoch)
+        if self._dispatcher is not None:
+            self._dispatcher.epoch_begin(epoch)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        if self._hub is not None:
-            self._hub.batch_end(batch, logs)
+        if self._dispatcher is not None:
+            self._dispatcher.batch_end(batch, logs)
 
     def on_test_begin(self, logs: dict | None = None) -> None:
-        if self._hub is not None:
-            self._hub.test_begin()
+        if self._dispatcher is not None:
+            self._dispatcher.test_begin()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if self._hub is not None:
-            self._hub.epoch_end(epoch, logs)
+        if self._dispatcher is not None:
+            self._dispatcher.epoch_end(epoch, logs)
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        if self._hub is not None:
-            self._hub.train_end()
+        if self._dispatcher is not None:
+            self._dispatcher.train_end()

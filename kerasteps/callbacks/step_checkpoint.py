@@ -155,7 +155,7 @@ class StepCheckpoint(StepCallback):
     next batch end, or at the run's end. `async_save=False` writes on the training
     thread.
 
-    **Resume** with one call *before* `fit()` (the run hub reads the start step when
+    **Resume** with one call *before* `fit()` (the dispatcher reads the start step when
     training begins): `StepCheckpoint.restore_latest(model, directory)` restores the
     newest checkpoint and returns its global step, or `None` when there is none.
     Training then continues at that step and every kerasteps sink drops what it

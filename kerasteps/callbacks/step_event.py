@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,8 +40,8 @@ class StepFacts(Protocol):
     def learning_rates(self, step: int) -> dict[str, float]: ...
 
 
-#: Gives a callback's reduced training values at a step, and the reduced keys.
-ValuesOf = Callable[[], tuple[dict[str, float], frozenset[str]]]
+#: A callback's reduced training values at a step, and the reduced keys.
+Values = tuple[dict[str, float], frozenset[str]]
 
 
 @dataclass
@@ -114,19 +114,15 @@ class StepEvent:
     4 0.0 frozenset({'loss'})
     """
 
-    __slots__ = ("_record", "_values_of", "scheduled", "_values", "_reduced")
+    __slots__ = ("_record", "scheduled", "_values", "_reduced")
 
     def __init__(
-        self,
-        record: StepRecord,
-        scheduled: bool,
-        values_of: ValuesOf | None = None,
+        self, record: StepRecord, scheduled: bool, values: Values | None = None
     ):
         self._record = record
-        self._values_of = values_of
         self.scheduled = scheduled
-        self._values: dict[str, float] | None = None
-        self._reduced: frozenset[str] = frozenset()
+        training, self._reduced = values if values is not None else ({}, frozenset())
+        self._values = {**training, **scalar_items(record.extras)}
 
     # -- the facts of the step ------------------------------------------------------
     @property
@@ -191,22 +187,15 @@ class StepEvent:
     def values(self) -> dict[str, float]:
         """The scalar values to record, reduced as this callback's `reduce` says.
 
-        When `scheduled`: the training logs (without the step counters), reduced,
-        then the extras. Otherwise the extras alone.
+        When `scheduled` (for a callback that reads values and wants them at this
+        step): the training logs (without the step counters), reduced, then the
+        extras. Otherwise the extras alone.
         """
-        if self._values is None:
-            if not self.scheduled or self._values_of is None:
-                self._values = scalar_items(self.extras)
-            else:
-                values, self._reduced = self._values_of()
-                values.update(scalar_items(self.extras))
-                self._values = values
         return dict(self._values)
 
     @property
     def reduced(self) -> frozenset[str]:
         """The keys of `values()` that were reduced (window mean or own batch)."""
-        self.values()
         return self._reduced
 
     def __repr__(self) -> str:

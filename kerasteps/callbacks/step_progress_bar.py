@@ -13,7 +13,7 @@ from kerasteps import _compat
 from kerasteps._validate import check_int, check_names
 from kerasteps.callbacks._terminal import LiveLine
 from kerasteps.callbacks.base import StepCallback
-from kerasteps.callbacks.step_event import StepEvent, scalar_items
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_run import StepRun
 from kerasteps.schedule import Every
 
@@ -169,6 +169,7 @@ class StepProgressBar(StepCallback):
         self.count = start_step
         self._values = []
         self._refreshed = None
+        self._draw = False
         self._line = self._open_line()
         if self._line.whole_lines:
             self.progbar.interval = 0  # the lines below decide when to draw
@@ -191,21 +192,32 @@ class StepProgressBar(StepCallback):
         self._next_line = (step // tenth + 1) * tenth
         return True
 
-    def on_step(self, event: StepEvent) -> None:
+    def wants_values(self, step: int) -> bool:
+        """True where the bar is drawn and its values are due for a refresh: at
+        most every `interval` seconds (each line, off a terminal)."""
         with self._lock:
             if self._line.closed:  # a log line came between two steps: a new line
                 self._line = self._open_line()
-            draw = self._line_due(event.step)
+            self._draw = self._line_due(step)
             now = time.monotonic()
-            if draw and (
+            refresh = self._draw and (
                 self._refreshed is None
                 or now - self._refreshed >= self.interval
                 or self._line.whole_lines
-            ):
-                fresh = event.values()  # training values since the last refresh
+            )
+            if refresh:
                 self._refreshed = now
-            else:
-                fresh = scalar_items(event.extras)  # a provider's, at this step only
+            return refresh
+
+    def on_step(self, event: StepEvent) -> None:
+        with self._lock:
+            if not event.scheduled:  # a provider's values at a step of its own
+                if self._line.closed:
+                    self._line = self._open_line()
+                self._draw = self._line_due(event.step)
+            # The training values since the last refresh when they were due
+            # (`wants_values`), else a provider's at this step only.
+            fresh = event.values()
             if fresh:
                 shown = dict(self._values)
                 shown.update(fresh)
@@ -213,7 +225,7 @@ class StepProgressBar(StepCallback):
                     shown = {k: shown[k] for k in self.keys if k in shown}
                 self._values = list(shown.items())
             self.count = event.step
-            if draw:
+            if self._draw:
                 with self._line.drawing():
                     self.progbar.update(event.step, self._values, finalize=False)
 

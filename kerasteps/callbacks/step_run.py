@@ -62,15 +62,16 @@ class StepRun:
 
     def __init__(self, dispatcher: Any):
         self._dispatcher = dispatcher
+        tracker, carry = dispatcher.tracker, dispatcher.carry
         self.model = dispatcher.model
-        self.start_step: int = dispatcher.start_step
-        self.global_counter: str = dispatcher.global_name
-        self.counter_names: list[str] = list(dispatcher.counter_names)
-        self.accumulation: int = dispatcher.accumulation
+        self.start_step: int = tracker.start_step
+        self.global_counter: str = tracker.global_name
+        self.counter_names: list[str] = list(tracker.counter_names)
+        self.accumulation: int = tracker.accumulation
         self.is_chief: bool = dispatcher.is_chief
-        self.run_id: str = dispatcher.run_id
-        self.run_known: bool = dispatcher.run_known
-        self.links: dict[str, str] = dispatcher.links
+        self.run_id: str = carry.run_id
+        self.run_known: bool = carry.run_known
+        self.links: dict[str, str] = carry.links
         self.thread: int = dispatcher.thread
 
     @property
@@ -139,13 +140,7 @@ class StepRun:
         """What a checkpoint of the model now hands to a run that resumes from it:
         the step, the open windows of the sinks, the examples per step, the run id.
         """
-        return ResumeState(
-            step=self.step,
-            windows=self._dispatcher.carry(),
-            run_id=self.run_id,
-            examples_per_step=self._dispatcher.examples_per_step(),
-            links=dict(self.links),
-        )
+        return self._dispatcher.resume_state()
 
     def __repr__(self) -> str:
         return (

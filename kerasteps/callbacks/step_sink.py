@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
+from time import time as _time
 from typing import Any, ClassVar
 
 import tensorflow as tf
@@ -12,7 +14,7 @@ from kerasteps._files import _lock, _paths
 from kerasteps._files._paths import writable_dir, writable_file
 from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
-from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every
 
 __all__ = ["StepSink"]
@@ -244,6 +246,68 @@ class StepSink(StepCallback):
             _sinks.report_aside(name, start_step, self.place, kept, claim)
         if owner != run_id:
             _sinks.write_owner(owner_path, run_id)
+
+    def log_point(self, step: int, values: Mapping[str, float]) -> None:
+        """Writes one point at the run's start step, before training: the initial
+        model's values at step 0, which no schedule gives (`Every(first=True)`
+        fires after the first update).
+
+        Call it from `on_run_begin` of a callback listed after the sink (the sink
+        has then claimed its place), or from a `StepRun`'s first hooks. The values
+        are keyed as the sink keys training values (`val_*` as validation). A place
+        that already holds records up to `step` (a resumed run) keeps them, and
+        nothing is written.
+
+        Args:
+            step: The run's start step (`StepRun.start_step`).
+            values: `{name: number}`.
+
+        Raises:
+            RuntimeError: the sink's run has not begun, or has trained already.
+            ValueError: `step` is not the run's start step.
+
+        Example:
+
+        >>> import numpy as np, keras
+        >>> from kerasteps.callbacks import StepCallback, StepSink
+        >>> class PrintSink(StepSink):
+        ...     def write(self, step, values, time):
+        ...         print(step, values)
+        >>> sink = PrintSink(None, every=2, write_learning_rate=False)
+        >>> class Initial(StepCallback):
+        ...     def on_run_begin(self, start_step):
+        ...         sink.log_point(start_step, {"loss": 0.0})
+        >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> x = np.zeros((4, 1))
+        >>> callbacks = [sink, Initial(None)]
+        >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=callbacks)
+        0 {'loss': 0.0}
+        2 {'loss': 0.0, 'step': 2}
+        """
+        if self._run is None or self._last_written is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.log_point() writes within a run: call it "
+                "from the `on_run_begin` of a callback listed after the sink."
+            )
+        if self.run.step != self.run.start_step:
+            raise RuntimeError(
+                f"{type(self).__name__}.log_point() writes before training; the "
+                f"run is at step {self.run.step} already."
+            )
+        if step != self.run.start_step:
+            raise ValueError(
+                f"`step` must be the run's start step {self.run.start_step}, "
+                f"received {step!r}."
+            )
+        if self.place is not None and self.held_records(step)[0]:
+            return  # a resumed run: the place holds its points up to `step`
+        out = {
+            self.key(name, "validation" if name.startswith("val_") else "train"): value
+            for name, value in scalar_items(values).items()
+        }
+        with self._write_lock:
+            self.write(step, {k: v for k, v in out.items() if k is not None}, _time())
 
     def record(self, event: StepEvent) -> dict[str, Any]:
         """The values of `event` to record, keyed by `key` (see the class docstring).

@@ -8,6 +8,7 @@ import pytest
 
 from kerasteps.callbacks import (
     JSONLinesLogger,
+    StepCallback,
     StepCheckpoint,
     StepCSVLogger,
     StepSink,
@@ -218,3 +219,74 @@ def test_bad_place_is_refused_naming_the_argument(tmp_path):
         StepCSVLogger(tmp_path)
     with pytest.raises(TypeError, match="`path` must be a file path, received 5"):
         StepCSVLogger(5)
+
+
+class InitialPoint(StepCallback):
+    """Hands the sinks a point at the run's start step (`StepSink.log_point`)."""
+
+    reads_values = False
+
+    def __init__(self, sinks, values, at=None):
+        super().__init__(every=1)
+        self.sinks, self.values, self.at, self.errors = sinks, values, at, []
+
+    def on_run_begin(self, start_step):
+        for sink in self.sinks:
+            sink.log_point(start_step if self.at is None else self.at, self.values)
+
+    def on_step(self, event):
+        if event.step == 2:  # after training began: refused
+            try:
+                self.sinks[0].log_point(event.step, self.values)
+            except RuntimeError as error:
+                self.errors.append(str(error))
+
+
+def test_log_point_writes_the_start_step_in_every_sink(tmp_path):
+    model = tiny_model()
+    x, y = tiny_data(8)
+    sinks = [
+        StepTensorBoard(tmp_path / "tb", every=2, write_learning_rate=False),
+        JSONLinesLogger(tmp_path / "log.jsonl", every=2, write_learning_rate=False),
+        StepCSVLogger(tmp_path / "log.csv", every=2, write_learning_rate=False),
+    ]
+    initial = InitialPoint(sinks, {"mse": 2.5, "val_mse": 3.5})
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[*sinks, initial])
+    lines = read_jsonl(tmp_path / "log.jsonl")
+    assert [line["step"] for line in lines] == [0, 2, 4]
+    assert {k: v for k, v in lines[0].items() if k != "time"} == {
+        "step": 0, "mse": 2.5, "val_mse": 3.5
+    }  # fmt: skip
+    rows = read_csv(tmp_path / "log.csv")
+    assert [(row["step"], row["mse"]) for row in rows] == [
+        ("0", "2.5"),
+        ("2", ""),
+        ("4", ""),
+    ]
+    assert read_scalars(str(tmp_path / "tb"), "train", "mse") == [(0, 2.5)]
+    assert read_scalars(str(tmp_path / "tb"), "validation", "mse") == [(0, 3.5)]
+    assert initial.errors == [
+        "StepTensorBoard.log_point() writes before training; the run is at step 2 "
+        "already."
+    ]
+    # A second fit() continues the run at step 4: the place holds its points up to
+    # there, and nothing is written again.
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[*sinks, initial])
+    assert [line["step"] for line in read_jsonl(tmp_path / "log.jsonl")] == [
+        0, 2, 4, 6, 8
+    ]  # fmt: skip
+
+
+def test_log_point_outside_a_run_or_at_another_step_is_refused(tmp_path):
+    sink = JSONLinesLogger(tmp_path / "log.jsonl", every=2)
+    with pytest.raises(RuntimeError, match=r"log_point\(\) writes within a run"):
+        sink.log_point(0, {"mse": 1.0})
+    x, y = tiny_data(4)
+    with pytest.raises(ValueError, match="`step` must be the run's start step 0, "):
+        tiny_model().fit(
+            x, y, batch_size=2, verbose=0, callbacks=[sink, InitialPoint([sink], {}, 5)]
+        )
+    assert (
+        not (tmp_path / "log.jsonl").exists()
+        or read_jsonl(tmp_path / "log.jsonl") == []
+    )

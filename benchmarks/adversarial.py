@@ -467,7 +467,8 @@ def scenario_kill(tmp: str, kills: int) -> str:
     import numpy as np
 
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint.store import CheckpointStore, read_state
+    from kerasteps.checkpoint._format import read_state
+    from kerasteps.checkpoint.store import CheckpointStore
 
     keras_ready()
     ref_npz = os.path.join(tmp, "reference.npz")
@@ -1011,7 +1012,8 @@ def _race(tmp, trial, mode, children, counts, host) -> str | None:
 # -- 7. signals ---------------------------------------------------------------------
 def scenario_signals(tmp: str) -> str:
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint.store import CheckpointStore, read_state
+    from kerasteps.checkpoint._format import read_state
+    from kerasteps.checkpoint.store import CheckpointStore
 
     keras_ready()
     lock = threading.Lock()
@@ -1087,7 +1089,7 @@ def scenario_signals(tmp: str) -> str:
 # -- 8. a full disk -----------------------------------------------------------------
 def scenario_full_disk(tmp: str, runs: int = 20) -> str:
     from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.checkpoint.store import read_state
+    from kerasteps.checkpoint._format import read_state
 
     keras_ready()
     probe = Path(tmp) / "probe"

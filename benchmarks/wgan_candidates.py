@@ -19,6 +19,7 @@ Usage:
 
     python benchmarks/wgan_candidates.py --screen           # 12 x (ring, grid) x1
     python benchmarks/wgan_candidates.py --candidates A D --seeds 0 1 2 3 4
+    python benchmarks/wgan_candidates.py --table runs.jsonl   # the dev table
 """
 
 from __future__ import annotations
@@ -142,6 +143,36 @@ def run(name: str, data: str, scale: float, seed: int) -> dict:
     return fig
 
 
+def table(paths: list[str], seeds: range = range(5)) -> None:
+    """Prints the dev table of the runs in JSON-lines files (the last run of each
+    candidate, data, scale and seed counts)."""
+    runs: dict[tuple, dict] = {}
+    for path in paths:
+        with open(path) as handle:
+            for line in handle:
+                fig = json.loads(line)
+                if fig["seed"] in seeds:
+                    key = (fig["candidate"], fig["data"], fig["scale"], fig["seed"])
+                    runs[key] = fig
+    print(
+        "| candidate | runs | meet every target | every mode | within 3 sigma "
+        "| spread | shortfall | fit s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in sorted({key[0] for key in runs}):
+        figs = [fig for key, fig in runs.items() if key[0] == name]
+        within = [100 * fig["within"] for fig in figs]
+        spread = [fig["spread"] for fig in figs]
+        print(
+            f"| {name} | {len(figs)} | {sum(f['shortfall'] == 0 for f in figs)} "
+            f"| {sum(f['modes'] == f['n_modes'] for f in figs)} "
+            f"| {min(within):.1f}-{max(within):.1f} % "
+            f"| {min(spread):.2f}-{max(spread):.2f} "
+            f"| {sum(f['shortfall'] for f in figs):.2f} "
+            f"| {np.median([f['fit_s'] for f in figs]):.0f} |"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--screen", action="store_true", help="every candidate, seed 0, x1")
@@ -150,7 +181,11 @@ def main() -> None:
     p.add_argument("--scales", nargs="+", type=float, default=[1.0, 10.0])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--out", help="append each run's figures to this JSON-lines file")
+    p.add_argument("--table", nargs="+", metavar="JSONL", help="print the dev table")
     args = p.parse_args()
+    if args.table:
+        table(args.table)
+        return
     if args.screen:
         args.scales, args.seeds = [1.0], [0]
     for name in args.candidates:

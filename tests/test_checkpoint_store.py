@@ -25,7 +25,8 @@ import pytest  # noqa: E402
 import kerasteps  # noqa: E402
 from kerasteps.callbacks import StepCheckpoint  # noqa: E402
 from kerasteps.checkpoint import _model_state  # noqa: E402
-from kerasteps.checkpoint.store import CheckpointStore, read_state  # noqa: E402
+from kerasteps.checkpoint._format import read_state  # noqa: E402
+from kerasteps.checkpoint.store import CheckpointStore  # noqa: E402
 from tests.helpers import SCRIPTS, load_script
 
 pytestmark = pytest.mark.neutral

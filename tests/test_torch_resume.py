@@ -18,7 +18,8 @@ import tensorflow as tf
 
 import kerasteps
 from kerasteps.callbacks import StepCheckpoint, StopAtStep
-from kerasteps.checkpoint.store import CheckpointStore, read_state
+from kerasteps.checkpoint._format import read_state
+from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.data import skip_consumed
 from tests.helpers import tiny_data
 

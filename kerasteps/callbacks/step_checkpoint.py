@@ -18,12 +18,11 @@ from kerasteps._validate import check_int
 from kerasteps.callbacks import _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.checkpoint._format import NAME_RE, read_meta
 from kerasteps.checkpoint.store import (
-    NAME_RE,
     CheckpointInfo,
     CheckpointStore,
     NonFiniteStateError,
-    read_meta,
 )
 from kerasteps.schedule import Every
 

@@ -15,7 +15,9 @@ identically built model, on any backend. It holds the weights, the non-trainable
 variables, every optimizer's variables (`iterations` and the learning rate
 included), the step counters and the seed generators' states. `meta.json` holds the
 global step, the counters, the optimizer classes, the Keras version and backend, and
-the size and CRC-32 of `state.h5`.
+the size and CRC-32 of `state.h5`. The rooms: the format, the index entries and
+verified reading (`_format.py`); copying a model's state out and back in
+(`_transfer.py`); the background writer (`_writer.py`); this module, the directory.
 
 A save copies the state to host memory (on the training thread: `capture`), then
 writes a new `.tmp-*` folder (`state.h5`, then `meta.json`), renames it
@@ -90,327 +92,42 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import re
 import shutil
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from kerasteps import distribute
-from kerasteps import steps as steps_lib
 from kerasteps._files import _atomic
-from kerasteps.checkpoint import _finite, _model_state
+from kerasteps.checkpoint import _finite, _model_state, _transfer, _writer
+from kerasteps.checkpoint._format import (
+    FORMAT,
+    INDEX_FILE,
+    META_FILE,
+    NAME_RE,
+    STATE_FILE,
+    TMP_PREFIX,
+    TRASH_PREFIX,
+    CheckpointInfo,
+    check_folder,
+    read_meta,
+    write_state,
+)
+from kerasteps.checkpoint._transfer import Capture, reads_in_lockstep
 
 __all__ = ["CheckpointInfo", "CheckpointStore", "NonFiniteStateError"]
 
 logger = logging.getLogger("kerasteps")
 
-#: The index file of a checkpoint directory (the commit point of every save).
-INDEX_FILE = "checkpoint.json"
-#: Format tag written in the index and in each checkpoint's `meta.json`.
-FORMAT = "kerasteps.StepCheckpoint/2"
-META_FILE = "meta.json"
-STATE_FILE = "state.h5"
-NAME_RE = re.compile(r"^ckpt-(\d+)$")
-_CRC_RE = re.compile(r"^crc32:[0-9a-f]{8}$")
-_TMP_PREFIX = ".tmp-"
-_TRASH_PREFIX = ".trash-"
-
 
 class NonFiniteStateError(ValueError):
     """The state to save holds a NaN or an infinity: the checkpoint is refused."""
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """One checkpoint of a `StepCheckpoint` directory.
-
-    Attributes:
-        name: Directory name, `ckpt-<step>`.
-        step: The global step saved in it.
-        path: Full path of the checkpoint directory.
-        time: Wall-clock time of the save (seconds since the epoch).
-    """
-
-    name: str
-    step: int
-    path: str
-    time: float
-
-    @property
-    def state_file(self) -> str:
-        """The `state.h5` file inside the checkpoint folder."""
-        return os.path.join(self.path, STATE_FILE)
-
-
-@dataclass
-class Capture:
-    """A model's state copied to host memory, with what `meta.json` will say.
-
-    Attributes:
-        step: The global step of the state.
-        arrays: Structure key -> host array (see `kerasteps.checkpoint._model_state`).
-        meta: The `meta.json` fields known at the capture.
-        chief: False on a `tf.distribute` worker that is not the chief (nothing is
-            written there).
-    """
-
-    step: int
-    arrays: dict[str, np.ndarray]
-    meta: dict[str, Any] = field(default_factory=dict)
-    chief: bool = True
-
-
-# -- what a checkpoint holds ----------------------------------------------------------
-def optimizers_of(model: keras.Model) -> dict[str, Any]:
-    """Every optimizer of a model, by the name `meta.json` records its class under."""
-    found: dict[str, Any] = {}
-    for name, optimizer in steps_lib.step_optimizers(model).items():
-        if optimizer is not None:
-            found["optimizer" + (f"_{name}" if name else "")] = optimizer
-    default = getattr(model, "optimizer", None)
-    if default is not None and all(default is not o for o in found.values()):
-        found["optimizer"] = default
-    return found
-
-
-def build_optimizers(model: keras.Model) -> None:
-    """Builds a plain model's optimizer so a restore sets its slots at once.
-
-    Optimizers whose variables are unknown here (a multi-optimizer model's) are left
-    alone: their slots are restored when they build them (see `_model_state`).
-    """
-    optimizer = getattr(model, "optimizer", None)
-    if (
-        optimizer is not None
-        and steps_lib.is_plain(model)
-        and not getattr(optimizer, "built", True)
-        and model.built
-        and model.trainable_variables
-    ):
-        optimizer.build(model.trainable_variables)
-
-
-def read_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Reads the arrays of a checkpoint, by structure key, after verifying them.
-
-    For a partial restore: pick the arrays you want and assign them yourself.
-
-    Args:
-        path: A `ckpt-<step>` folder.
-
-    Raises:
-        ValueError: if the folder is incomplete or its `state.h5` is damaged.
-
-    Example:
-
-    >>> import numpy as np, keras, tempfile
-    >>> from kerasteps.checkpoint.store import CheckpointStore, read_state
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> model.compile("sgd", "mse")
-    >>> info = CheckpointStore(tempfile.mkdtemp()).save(model)
-    >>> sorted(read_state(info.path))[:2]
-    ['layers/dense/vars/0', 'layers/dense/vars/1']
-    """
-    path = os.fspath(path).rstrip("/")
-    return _read_verified(path, _checked_meta(path))
-
-
-def _checked_meta(path: str) -> dict:
-    """The `meta.json` of a complete checkpoint folder of this format, else raises."""
-    reason = check_folder(path)
-    if reason is not None:
-        raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
-    meta = read_meta(path)
-    _check_format(path, meta)
-    return meta
-
-
-def _read_verified(path: str, meta: dict) -> dict[str, np.ndarray]:
-    """The arrays of `state.h5`, after checking its CRC-32 against `meta`."""
-    state = os.path.join(path, STATE_FILE)
-    expected = meta["files"][STATE_FILE].get("crc32")
-    local = _atomic.is_local(state)
-    try:
-        if local:
-            actual = _model_state.crc32_of_file(state)
-        else:
-            with tf.io.gfile.GFile(state, "rb") as handle:
-                actual = _model_state.crc32_of(handle.read)
-        if actual != expected:
-            raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
-        if local:
-            return _model_state.read_arrays(state)
-        with tf.io.gfile.GFile(state, "rb") as handle:
-            return _model_state.read_arrays(handle)
-    except Exception as error:  # noqa: BLE001 - any read error: damaged data
-        raise ValueError(
-            f"The checkpoint {path!r} is damaged: {type(error).__name__}: {error}"
-        ) from error
-
-
-def _write_state(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Writes `state.h5`, returns its size and CRC-32 for `meta.json`.
-
-    HDF5 needs a seekable local file: a remote `path` is written to a local
-    temporary file first, then copied with `tf.io.gfile`. The file is not fsynced
-    (as TensorFlow does not fsync its checkpoints): a kill cannot damage it, and a
-    power loss that leaves it short or damaged is caught by its size and CRC-32
-    at the restore, which then falls back to the checkpoint before it.
-    """
-    local = path
-    if not _atomic.is_local(path):
-        handle, local = tempfile.mkstemp(prefix="kerasteps-state-", suffix=".h5")
-        os.close(handle)
-    try:
-        _model_state.write_arrays(local, arrays)
-        record = {
-            "bytes": os.path.getsize(local),
-            "crc32": _model_state.crc32_of_file(local),
-        }
-        if local != path:
-            tf.io.gfile.copy(local, path, overwrite=True)
-    finally:
-        if local != path and os.path.exists(local):
-            os.remove(local)
-    return record
-
-
-def _lower_priority() -> None:
-    """Runs the calling thread at a lower CPU priority (Linux: nice +10).
-
-    The background write then takes the cycles training leaves idle instead of
-    competing with its threads; elsewhere this does nothing.
-    """
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    except (AttributeError, OSError):
-        pass
-
-
-def _check_format(path: str, meta: dict) -> None:
-    if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
-            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
-            "files, which are not converted: restore them with that version.)"
-        )
-
-
-# -- reading folders ------------------------------------------------------------------
-def read_meta(path: str) -> dict:
-    """The `meta.json` of a checkpoint folder, or `{}` when it cannot be read."""
-    try:
-        with tf.io.gfile.GFile(os.path.join(path, META_FILE), "r") as handle:
-            meta = json.loads(handle.read())
-    except (ValueError, OSError, tf.errors.OpError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def _is_size(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _is_time(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
-
-
-def _meta_problem(meta: dict, step: int) -> str | None:
-    """What in a `meta.json` a restore could not use, or None (see `check_folder`)."""
-    if type(meta.get("step")) is not int or meta["step"] != step:
-        return f"{META_FILE} names step {meta.get('step')!r}, not {step}"
-    files = meta.get("files")
-    if not isinstance(files, dict) or not files:
-        return f"{META_FILE} lists no files"
-    ours = meta.get("format") == FORMAT  # else the restore names the format
-    if ours and STATE_FILE not in files:
-        return f"{META_FILE} does not list {STATE_FILE}"
-    for file, record in files.items():
-        if not file or os.path.basename(file) != file or file in (".", ".."):
-            return f"{META_FILE} lists {file!r}, which is not a file of the folder"
-        if ours:  # {"bytes": 123, "crc32": "crc32:0a1b2c3d"}
-            valid = (
-                isinstance(record, dict)
-                and _is_size(record.get("bytes"))
-                and isinstance(record.get("crc32"), str)
-                and _CRC_RE.match(record["crc32"]) is not None
-            )
-        else:  # an older kerasteps's bare sizes
-            size = record.get("bytes") if isinstance(record, dict) else record
-            valid = _is_size(size)
-        if not valid:
-            return f"{META_FILE} records {file} as {record!r}, not its size and CRC-32"
-    if not _is_time(meta.get("time", 0.0)):
-        return f"{META_FILE} records the time {meta['time']!r}, not a number"
-    optimizers = meta.get("optimizers")
-    named = isinstance(optimizers, dict) and all(
-        isinstance(cls, str) for cls in optimizers.values()
-    )
-    if ours and optimizers is not None and not named:
-        return f"{META_FILE} records the optimizers {optimizers!r}, not class names"
-    return None
-
-
-def check_folder(path: str) -> str | None:
-    """Why a checkpoint folder is not complete, or None when it is.
-
-    Complete: its `meta.json` reads, and every field of it that a restore reads is
-    well formed: it names the folder's step; it lists `state.h5` (and any other
-    file), each with a size and a CRC-32, and every listed file is in the folder
-    with that size; the save's time is a number; the optimizer classes are names.
-    A folder that fails this is left as it is and not used (see the module
-    docstring). The fields that only the next run reads (`windows`,
-    `examples_per_step`) are checked when they are handed to it
-    (`StepCheckpoint.restore_latest`): a malformed one is dropped with a WARNING.
-
-    Example:
-
-    >>> import tempfile, os
-    >>> from kerasteps.checkpoint.store import check_folder
-    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt-3")
-    >>> os.mkdir(path)
-    >>> check_folder(path)
-    'meta.json is missing or unreadable'
-    """
-    name = os.path.basename(path.rstrip("/"))
-    match = NAME_RE.match(name)
-    if not match:
-        return f"{name!r} is not a checkpoint name"
-    if not tf.io.gfile.isdir(path):
-        return "the folder is missing"
-    meta = read_meta(path)
-    if not meta:
-        return f"{META_FILE} is missing or unreadable"
-    problem = _meta_problem(meta, int(match.group(1)))
-    if problem is not None:
-        return problem
-    for file, record in meta["files"].items():
-        size = record.get("bytes") if isinstance(record, dict) else record
-        full = os.path.join(path, file)
-        if not tf.io.gfile.exists(full):
-            return f"{file} is missing"
-        actual = tf.io.gfile.stat(full).length
-        if actual != size:
-            return f"{file} has {actual} bytes, {size} were written"
-    return None
-
-
-# -- the directory ------------------------------------------------------------------
-def _reads_in_lockstep(model: keras.Model) -> bool:
-    """Whether every process must read the state the chief reads: JAX processes
-    that share global arrays take part in each other's array operations."""
-    return distribute.task_of(model)[0] == "process"
 
 
 class _View(NamedTuple):
@@ -474,10 +191,7 @@ class CheckpointStore:
         self.keep = keep
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        #: Called with the error on the writer thread when a background save fails.
-        self.on_error: Callable[[BaseException], None] | None = None
+        self._writer = _writer.BackgroundWriter()
 
     # -- paths ------------------------------------------------------------------------
     def _inside(self, name: str) -> str:
@@ -485,7 +199,7 @@ class CheckpointStore:
 
     def _remove(self, name: str) -> None:
         """Removes `directory/name`: a checkpoint or a leftover, never anything else."""
-        ours = NAME_RE.match(name) or name.startswith((_TMP_PREFIX, _TRASH_PREFIX))
+        ours = NAME_RE.match(name) or name.startswith((TMP_PREFIX, TRASH_PREFIX))
         if not ours or os.path.basename(name) != name or name in (".", ".."):
             logger.error("StepCheckpoint: refusing to remove %r.", name)
             return
@@ -695,7 +409,7 @@ class CheckpointStore:
         with self._lock:
             for name in tf.io.gfile.listdir(self.directory):
                 name = name.rstrip("/")
-                if name.startswith((_TMP_PREFIX, _TRASH_PREFIX)):
+                if name.startswith((TMP_PREFIX, TRASH_PREFIX)):
                     self._remove(name)
                 elif _atomic.is_temporary(name) or (
                     name.startswith(INDEX_FILE) and name.endswith(".tmp")
@@ -747,44 +461,9 @@ class CheckpointStore:
         """Copies the model's state to host memory, with its step and counters.
 
         This is the part of a save that runs on the training thread. Nothing is
-        written until `write(capture)`. On PyTorch the state includes torch's
-        global generators (`rng/torch/...`, listed in `meta.json`'s
-        `generator_states`): an unseeded `Dropout` draws from them.
-
-        Args:
-            model: The model.
-            extra_meta: More fields for `meta.json`.
-            snapshot: Host buffers to copy into (they are reused: the capture is
-                valid until the next one into the same snapshot); default fresh
-                ones.
+        written until `write(capture)` (see `_transfer.capture`).
         """
-        counters_name = steps_lib.global_step_name(model)
-        if not distribute.is_chief(model):
-            if _reads_in_lockstep(model):  # the same array ops as the chief's
-                (snapshot or _model_state.Snapshot()).take(model)
-            step = steps_lib.global_step(model)
-            return Capture(step, {}, {}, chief=False)
-        arrays = (snapshot or _model_state.Snapshot()).take(model)
-        generators = _model_state.generator_states()  # at the same moment
-        arrays.update(generators)
-        counters = steps_lib.step_counters(model)
-        meta = {
-            "format": FORMAT,
-            "step": counters[counters_name],
-            "counters": counters,
-            "global_counter": counters_name,
-            "micro_steps": steps_lib.micro_steps(model),
-            "model": model.name,
-            "optimizers": {
-                key: type(opt).__name__ for key, opt in optimizers_of(model).items()
-            },
-            "keras_version": keras.__version__,
-            "backend": keras.backend.backend(),
-            "finite": True,
-            "generator_states": sorted(generators),
-            **(extra_meta or {}),
-        }
-        return Capture(counters[counters_name], arrays, meta)
+        return _transfer.capture(model, extra_meta, snapshot)
 
     def write(self, capture: Capture) -> CheckpointInfo:
         """Writes a captured state as a checkpoint, atomically (any thread).
@@ -841,40 +520,38 @@ class CheckpointStore:
         self.wait()
         capture = self.capture(model, extra_meta, self._snapshot)
 
-        def run() -> None:
-            _lower_priority()
+        def write() -> None:
             try:
                 info = self.write(capture)
             except NonFiniteStateError as error:  # refused: not an error of the run
                 logger.error("%s The last finite checkpoint is kept.", error)
                 return
-            except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
-                error.add_note(
-                    f"(while writing the checkpoint of step {capture.step} to "
-                    f"{self.directory} on the background thread)"
-                )
-                self._error = error
-                if self.on_error is not None:
-                    self.on_error(error)
-                return
             if done is not None:
                 done(info)
 
-        self._thread = threading.Thread(
-            target=run, name="kerasteps-checkpoint-writer", daemon=False
-        )
-        self._thread.start()
+        where = f"while writing the checkpoint of step {capture.step} to "
+        self._writer.start(write, where + self.directory)
         return capture.step
+
+    @property
+    def on_error(self) -> Callable[[BaseException], None] | None:
+        """Called with the error on the writer thread when a background save
+        fails."""
+        return self._writer.on_error
+
+    @on_error.setter
+    def on_error(self, function: Callable[[BaseException], None] | None) -> None:
+        self._writer.on_error = function
 
     @property
     def in_flight(self) -> bool:
         """True while a background save is being written."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._writer.in_flight
 
     @property
     def failed(self) -> bool:
         """True when a background save failed and `wait` has not raised it yet."""
-        return self._error is not None
+        return self._writer.failed
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates the host buffers of the saves now (at a run's start).
@@ -886,7 +563,7 @@ class CheckpointStore:
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         >>> CheckpointStore(tempfile.mkdtemp()).prepare(model)
         """
-        if distribute.is_chief(model) or _reads_in_lockstep(model):
+        if distribute.is_chief(model) or reads_in_lockstep(model):
             self._snapshot.prepare(model)
 
     def join(self) -> None:
@@ -899,9 +576,7 @@ class CheckpointStore:
         >>> from kerasteps.checkpoint.store import CheckpointStore
         >>> CheckpointStore(tempfile.mkdtemp()).join()
         """
-        thread = self._thread
-        if thread is not None:
-            thread.join()
+        self._writer.join()
 
     def wait(self) -> None:
         """Waits for the background save in flight, if any; raises its error.
@@ -912,13 +587,7 @@ class CheckpointStore:
         >>> from kerasteps.checkpoint.store import CheckpointStore
         >>> CheckpointStore(tempfile.mkdtemp()).wait()
         """
-        thread = self._thread
-        if thread is not None:
-            thread.join()
-            self._thread = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
+        self._writer.wait()
 
     def _write(self, capture: Capture) -> CheckpointInfo:
         step = capture.step
@@ -932,11 +601,11 @@ class CheckpointStore:
         if not capture.chief:
             return CheckpointInfo(name, step, "", time.time())
         tf.io.gfile.makedirs(self.directory)
-        tmp_name = f"{_TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp_name = f"{TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp = self._inside(tmp_name)
         tf.io.gfile.makedirs(tmp)
         try:
-            record = _write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
+            record = write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
             saved = time.time()
             meta = {**capture.meta, "time": saved, "files": {STATE_FILE: record}}
             _atomic.write_text(
@@ -963,7 +632,7 @@ class CheckpointStore:
     def _to_trash(self, name: str) -> str:
         """Renames `directory/name` to a `.trash-*` name (one step: a process killed
         at any moment leaves the folder whole or trash, never a part of it)."""
-        trash = f"{_TRASH_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+        trash = f"{TRASH_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
         tf.io.gfile.rename(self._inside(name), self._inside(trash))
         return trash
 
@@ -1002,48 +671,7 @@ class CheckpointStore:
                 not match the model (its variables or its optimizer classes), or
                 holds a state that is not finite. The model is then as it was.
         """
-        meta = _checked_meta(info.path)
-        self._check_optimizers(model, info, meta)
-        arrays = _read_verified(info.path, meta)
-        bad = _finite.first_non_finite_array(arrays.items())
-        if bad is not None:
-            raise ValueError(
-                f"The checkpoint {info.path!r} holds a NaN or an infinity in {bad}."
-            )
-        build_optimizers(model)
-        try:
-            _model_state.restore_arrays(model, arrays)
-        except ValueError as error:
-            raise ValueError(
-                f"The checkpoint {info.path!r} does not restore into the model "
-                f"{model.name!r} (the model is as it was): {error}"
-            ) from error
-        restored = steps_lib.global_step(model)
-        if restored != info.step:
-            logger.warning(
-                "StepCheckpoint: %s was saved at step %d but the model's global step "
-                "after restoring is %d.%s",
-                info.path,
-                info.step,
-                restored,
-                steps_lib.undeclared_restore_hint(model, meta.get("global_counter")),
-            )
-        logger.info("StepCheckpoint: restored %s; global step %d.", info.path, restored)
-        return restored
-
-    @staticmethod
-    def _check_optimizers(model: keras.Model, info: CheckpointInfo, meta: dict) -> None:
-        saved = meta.get("optimizers")
-        if not isinstance(saved, dict):
-            return  # written by an older kerasteps: names only
-        now = {key: type(opt).__name__ for key, opt in optimizers_of(model).items()}
-        for key, cls in saved.items():
-            if key in now and now[key] != cls:
-                raise ValueError(
-                    f"The checkpoint {info.path!r} holds the state of a {cls} "
-                    f"(`{key}`), but the model's `{key}` is a {now[key]}: compile the "
-                    f"model with a {cls} to resume from it."
-                )
+        return _transfer.restore(model, info)
 
     def restore_latest(self, model: keras.Model) -> CheckpointInfo | None:
         """Restores the newest checkpoint that restores completely; None if none.
@@ -1052,25 +680,7 @@ class CheckpointStore:
             ValueError: if the directory holds checkpoints and none restores,
                 naming each and why.
         """
-        failures = []
         view = self._view()
         for note in view.notes:
             logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
-        for info in reversed(view.entries):
-            try:
-                self.restore(model, info)
-            except ValueError as error:
-                logger.warning(
-                    "StepCheckpoint: cannot restore %s (%s); trying an older one.",
-                    info.path,
-                    error,
-                )
-                failures.append(f"{info.name}: {error}")
-                continue
-            return info
-        if failures:
-            raise ValueError(
-                f"No checkpoint in {self.directory!r} restores into the model "
-                f"{model.name!r}:\n  " + "\n  ".join(failures)
-            )
-        return None
+        return _transfer.restore_newest(model, view.entries, self.directory)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import kerasteps
+from kerasteps.checkpoint._format import read_state
 from kerasteps.checkpoint._model_state import StateLayout
-from kerasteps.checkpoint.store import CheckpointStore, read_state
+from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.models import WGAN
 
 pytestmark = pytest.mark.neutral

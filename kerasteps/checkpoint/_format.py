@@ -1,0 +1,251 @@
+"""The checkpoint format (private): a checkpoint folder `ckpt-<step>` holds
+`state.h5` (every array of the model's state) and `meta.json` (the step, the
+counters, the format tag, each file's size and checksum); the directory's
+`checkpoint.json` index is the commit point of every save. Reading never trusts a
+file it has not verified.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from kerasteps._files import _atomic
+from kerasteps.checkpoint import _model_state
+
+logger = logging.getLogger("kerasteps")
+
+#: The index file of a checkpoint directory (the commit point of every save).
+INDEX_FILE = "checkpoint.json"
+#: Format tag written in the index and in each checkpoint's `meta.json`.
+FORMAT = "kerasteps.StepCheckpoint/2"
+META_FILE = "meta.json"
+STATE_FILE = "state.h5"
+NAME_RE = re.compile(r"^ckpt-(\d+)$")
+_CRC_RE = re.compile(r"^crc32:[0-9a-f]{8}$")
+TMP_PREFIX = ".tmp-"
+TRASH_PREFIX = ".trash-"
+
+
+def read_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Reads the arrays of a checkpoint, by structure key, after verifying them.
+
+    For a partial restore: pick the arrays you want and assign them yourself.
+
+    Args:
+        path: A `ckpt-<step>` folder.
+
+    Raises:
+        ValueError: if the folder is incomplete or its `state.h5` is damaged.
+
+    Example:
+
+    >>> import numpy as np, keras, tempfile
+    >>> from kerasteps.checkpoint._format import read_state
+    >>> from kerasteps.checkpoint.store import CheckpointStore
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> info = CheckpointStore(tempfile.mkdtemp()).save(model)
+    >>> sorted(read_state(info.path))[:2]
+    ['layers/dense/vars/0', 'layers/dense/vars/1']
+    """
+    path = os.fspath(path).rstrip("/")
+    return read_verified(path, checked_meta(path))
+
+
+def checked_meta(path: str) -> dict:
+    """The `meta.json` of a complete checkpoint folder of this format, else raises."""
+    reason = check_folder(path)
+    if reason is not None:
+        raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
+    meta = read_meta(path)
+    _check_format(path, meta)
+    return meta
+
+
+def read_verified(path: str, meta: dict) -> dict[str, np.ndarray]:
+    """The arrays of `state.h5`, after checking its CRC-32 against `meta`."""
+    state = os.path.join(path, STATE_FILE)
+    expected = meta["files"][STATE_FILE].get("crc32")
+    local = _atomic.is_local(state)
+    try:
+        if local:
+            actual = _model_state.crc32_of_file(state)
+        else:
+            with tf.io.gfile.GFile(state, "rb") as handle:
+                actual = _model_state.crc32_of(handle.read)
+        if actual != expected:
+            raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
+        if local:
+            return _model_state.read_arrays(state)
+        with tf.io.gfile.GFile(state, "rb") as handle:
+            return _model_state.read_arrays(handle)
+    except Exception as error:  # noqa: BLE001 - any read error: damaged data
+        raise ValueError(
+            f"The checkpoint {path!r} is damaged: {type(error).__name__}: {error}"
+        ) from error
+
+
+def write_state(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Writes `state.h5`, returns its size and CRC-32 for `meta.json`.
+
+    HDF5 needs a seekable local file: a remote `path` is written to a local
+    temporary file first, then copied with `tf.io.gfile`. The file is not fsynced
+    (as TensorFlow does not fsync its checkpoints): a kill cannot damage it, and a
+    power loss that leaves it short or damaged is caught by its size and CRC-32
+    at the restore, which then falls back to the checkpoint before it.
+    """
+    local = path
+    if not _atomic.is_local(path):
+        handle, local = tempfile.mkstemp(prefix="kerasteps-state-", suffix=".h5")
+        os.close(handle)
+    try:
+        _model_state.write_arrays(local, arrays)
+        record = {
+            "bytes": os.path.getsize(local),
+            "crc32": _model_state.crc32_of_file(local),
+        }
+        if local != path:
+            tf.io.gfile.copy(local, path, overwrite=True)
+    finally:
+        if local != path and os.path.exists(local):
+            os.remove(local)
+    return record
+
+
+def _check_format(path: str, meta: dict) -> None:
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
+            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
+            "files, which are not converted: restore them with that version.)"
+        )
+
+
+def read_meta(path: str) -> dict:
+    """The `meta.json` of a checkpoint folder, or `{}` when it cannot be read."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(path, META_FILE), "r") as handle:
+            meta = json.loads(handle.read())
+    except (ValueError, OSError, tf.errors.OpError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _is_size(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _meta_problem(meta: dict, step: int) -> str | None:
+    """What in a `meta.json` a restore could not use, or None (see `check_folder`)."""
+    if type(meta.get("step")) is not int or meta["step"] != step:
+        return f"{META_FILE} names step {meta.get('step')!r}, not {step}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"{META_FILE} lists no files"
+    ours = meta.get("format") == FORMAT  # else the restore names the format
+    if ours and STATE_FILE not in files:
+        return f"{META_FILE} does not list {STATE_FILE}"
+    for file, record in files.items():
+        if not file or os.path.basename(file) != file or file in (".", ".."):
+            return f"{META_FILE} lists {file!r}, which is not a file of the folder"
+        if ours:  # {"bytes": 123, "crc32": "crc32:0a1b2c3d"}
+            valid = (
+                isinstance(record, dict)
+                and _is_size(record.get("bytes"))
+                and isinstance(record.get("crc32"), str)
+                and _CRC_RE.match(record["crc32"]) is not None
+            )
+        else:  # an older kerasteps's bare sizes
+            size = record.get("bytes") if isinstance(record, dict) else record
+            valid = _is_size(size)
+        if not valid:
+            return f"{META_FILE} records {file} as {record!r}, not its size and CRC-32"
+    if not _is_time(meta.get("time", 0.0)):
+        return f"{META_FILE} records the time {meta['time']!r}, not a number"
+    optimizers = meta.get("optimizers")
+    named = isinstance(optimizers, dict) and all(
+        isinstance(cls, str) for cls in optimizers.values()
+    )
+    if ours and optimizers is not None and not named:
+        return f"{META_FILE} records the optimizers {optimizers!r}, not class names"
+    return None
+
+
+def check_folder(path: str) -> str | None:
+    """Why a checkpoint folder is not complete, or None when it is.
+
+    Complete: its `meta.json` reads, and every field of it that a restore reads is
+    well formed: it names the folder's step; it lists `state.h5` (and any other
+    file), each with a size and a CRC-32, and every listed file is in the folder
+    with that size; the save's time is a number; the optimizer classes are names.
+    A folder that fails this is left as it is and not used (see the module
+    docstring). The fields that only the next run reads (`windows`,
+    `examples_per_step`) are checked when they are handed to it
+    (`StepCheckpoint.restore_latest`): a malformed one is dropped with a WARNING.
+
+    Example:
+
+    >>> import tempfile, os
+    >>> from kerasteps.checkpoint._format import check_folder
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt-3")
+    >>> os.mkdir(path)
+    >>> check_folder(path)
+    'meta.json is missing or unreadable'
+    """
+    name = os.path.basename(path.rstrip("/"))
+    match = NAME_RE.match(name)
+    if not match:
+        return f"{name!r} is not a checkpoint name"
+    if not tf.io.gfile.isdir(path):
+        return "the folder is missing"
+    meta = read_meta(path)
+    if not meta:
+        return f"{META_FILE} is missing or unreadable"
+    problem = _meta_problem(meta, int(match.group(1)))
+    if problem is not None:
+        return problem
+    for file, record in meta["files"].items():
+        size = record.get("bytes") if isinstance(record, dict) else record
+        full = os.path.join(path, file)
+        if not tf.io.gfile.exists(full):
+            return f"{file} is missing"
+        actual = tf.io.gfile.stat(full).length
+        if actual != size:
+            return f"{file} has {actual} bytes, {size} were written"
+    return None
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint of a `StepCheckpoint` directory.
+
+    Attributes:
+        name: Directory name, `ckpt-<step>`.
+        step: The global step saved in it.
+        path: Full path of the checkpoint directory.
+        time: Wall-clock time of the save (seconds since the epoch).
+    """
+
+    name: str
+    step: int
+    path: str
+    time: float
+
+    @property
+    def state_file(self) -> str:
+        """The `state.h5` file inside the checkpoint folder."""
+        return os.path.join(self.path, STATE_FILE)

@@ -453,6 +453,13 @@ def get_json(url: str):
         return json.loads(response.read())
 
 
+def test_board_reads_logs_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["board"])
+    assert result.exit_code == 2
+    assert "Directory 'logs' does not exist" in result.output
+
+
 def test_board_serves_the_runs_over_http(log_dir, tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -464,7 +471,15 @@ def test_board_serves_the_runs_over_http(log_dir, tmp_path):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    line = f"TensorBoard on {log_dir}: {base}/  (Ctrl-C to stop)"
     try:
+        # The address is printed once TensorBoard answers there: from then on a
+        # request needs no retry.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and line not in open(log.name).read():
+            assert process.poll() is None, (tmp_path / "board.log").read_text()
+            time.sleep(0.1)
+        assert get_json(f"{base}/data/runs") is not None
         runs, deadline = [], time.monotonic() + 60
         while time.monotonic() < deadline and sorted(runs) != ["a/train", "b"]:
             assert process.poll() is None, (tmp_path / "board.log").read_text()
@@ -488,7 +503,7 @@ def test_board_serves_the_runs_over_http(log_dir, tmp_path):
         with pytest.raises((urllib.error.URLError, ConnectionError)):
             get_json(f"{base}/data/runs")
         text = (tmp_path / "board.log").read_text()
-        assert f"TensorBoard on {log_dir}: {base}/  (Ctrl-C to stop)" in text
+        assert text.index(f"Starting TensorBoard on {log_dir} ...") < text.index(line)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)  # our own session only

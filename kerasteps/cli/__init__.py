@@ -222,17 +222,40 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def _wait_until_serving(
+    process: subprocess.Popen, host: str, port: int, timeout: float = 300.0
+) -> bool:
+    """True once TensorBoard answers on `host:port`; False if it exits first (or
+    takes more than `timeout` seconds)."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    probe = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(_url(probe, port) + "data/runs", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.2)
+    return False
+
+
 @main.command(context_settings=_CONTEXT)
-@click.argument("log_dir", type=_LOG_DIR, callback=_log_dir_to_read)
+@click.argument(
+    "log_dir", type=_LOG_DIR, default="logs", required=False, callback=_log_dir_to_read
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address.")
 @click.option("--port", type=click.IntRange(1, 65535), default=6006, show_default=True)
 @click.argument("tensorboard_args", nargs=-1, type=click.UNPROCESSED)
 def board(
     log_dir: str, host: str, port: int, tensorboard_args: tuple[str, ...]
 ) -> None:
-    """Start TensorBoard on LOG_DIR and wait (Ctrl-C stops it).
+    """Start TensorBoard on LOG_DIR (default: logs) and wait (Ctrl-C stops it).
 
-    It listens on 127.0.0.1 (this machine only) unless --host says otherwise.
+    Its address is printed once TensorBoard answers there. It listens on 127.0.0.1
+    (this machine only) unless --host says otherwise.
     Arguments after `--` go to TensorBoard, e.g.
     `kerasteps board logs -- --reload_interval 1`. LOG_DIR may still be empty.
     """
@@ -249,8 +272,12 @@ def board(
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    click.echo(f"TensorBoard on {log_dir}: {_url(host, port)}  (Ctrl-C to stop)")
+    click.echo(f"Starting TensorBoard on {log_dir} ...")
     try:
+        if _wait_until_serving(process, host, port):
+            click.echo(
+                f"TensorBoard on {log_dir}: {_url(host, port)}  (Ctrl-C to stop)"
+            )
         code = process.wait()
     except KeyboardInterrupt:
         code = 0

@@ -471,7 +471,8 @@ def test_board_serves_the_runs_over_http(log_dir, tmp_path):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    line = f"TensorBoard on {log_dir}: {base}/  (Ctrl-C to stop)"
+    url = f"{base}/?tagFilter=loss#timeseries"  # the loss first
+    line = f"TensorBoard on {log_dir}: {url}  (Ctrl-C to stop)"
     try:
         # The address is printed once TensorBoard answers there: from then on a
         # request needs no retry.
@@ -480,6 +481,8 @@ def test_board_serves_the_runs_over_http(log_dir, tmp_path):
             assert process.poll() is None, (tmp_path / "board.log").read_text()
             time.sleep(0.1)
         assert get_json(f"{base}/data/runs") is not None
+        with urllib.request.urlopen(url, timeout=10) as page:  # TensorBoard's page
+            assert page.status == 200 and b"<tb-webapp>" in page.read()
         runs, deadline = [], time.monotonic() + 60
         while time.monotonic() < deadline and sorted(runs) != ["a/train", "b"]:
             assert process.poll() is None, (tmp_path / "board.log").read_text()

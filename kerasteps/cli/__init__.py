@@ -254,7 +254,9 @@ def board(
 ) -> None:
     """Start TensorBoard on LOG_DIR (default: logs) and wait (Ctrl-C stops it).
 
-    Its address is printed once TensorBoard answers there. It listens on 127.0.0.1
+    Its address is printed once TensorBoard answers there; it opens on the loss
+    (train and validation in one chart: clear the tag filter for every tag). It
+    listens on 127.0.0.1
     (this machine only) unless --host says otherwise.
     Arguments after `--` go to TensorBoard, e.g.
     `kerasteps board logs -- --reload_interval 1`. LOG_DIR may still be empty.
@@ -275,9 +277,10 @@ def board(
     click.echo(f"Starting TensorBoard on {log_dir} ...")
     try:
         if _wait_until_serving(process, host, port):
-            click.echo(
-                f"TensorBoard on {log_dir}: {_url(host, port)}  (Ctrl-C to stop)"
-            )
+            # Its first view: the loss, train and validation in one chart (the
+            # filter box shows `loss`; clear it for every tag).
+            url = _url(host, port) + "?tagFilter=loss#timeseries"
+            click.echo(f"TensorBoard on {log_dir}: {url}  (Ctrl-C to stop)")
         code = process.wait()
     except KeyboardInterrupt:
         code = 0

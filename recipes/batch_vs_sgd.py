@@ -39,21 +39,13 @@ outline.
 import functools
 import math
 import os
+import sys
 from typing import NamedTuple
 
 import click
 
+from kerasteps import Every, recipe
 from kerasteps.formatting import format_table, format_value
-from kerasteps.recipe import (
-    common_options,
-    exit_if_interrupted,
-    log_to_console,
-    print_log_hint,
-    resume_from_checkpoint,
-    start_run,
-    tracking_callbacks,
-    warm_up,
-)
 
 # Mode name -> examples per update (None: all of them), in the order of the table.
 MODES = {"full_batch": None, "minibatch_128": 128, "minibatch_32": 32, "sgd": 1}
@@ -93,36 +85,18 @@ def make_spectra(examples, n_fft, seed):
 
 def load_pairs(path):
     """Returns `(x, y)` from an .npz file with arrays `x` and `y`; checks them."""
-    import numpy as np
-
-    hint = "'--data'"
-    try:
-        with np.load(path) as arrays:
-            if "x" not in arrays or "y" not in arrays:
-                raise click.BadParameter(
-                    f"{path!r} must hold arrays named x and y, it holds "
-                    f"{sorted(arrays.files)}.",
-                    param_hint=hint,
-                )
-            x = np.asarray(arrays["x"], dtype="float32")
-            y = np.asarray(arrays["y"], dtype="float32")
-    except (OSError, ValueError) as error:
-        raise click.BadParameter(
-            f"cannot read {path!r} as .npz: {error}", param_hint=hint
-        ) from None
+    x, y = recipe.load_arrays(path, ("x", "y"))
     if x.ndim != 2 or x.shape != y.shape or len(x) < 2:
         raise click.BadParameter(
             f"x and y must have the same shape (examples >= 2, n_fft), received "
             f"{x.shape} and {y.shape}.",
-            param_hint=hint,
+            param_hint="'--data'",
         )
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise click.BadParameter("x and y must be finite.", param_hint=hint)
     if y.min() < 0.0 or y.max() > 1.0:
         raise click.BadParameter(
             f"y must lie in [0, 1], the range of the sigmoid output, received "
             f"[{y.min():g}, {y.max():g}]; scale it first.",
-            param_hint=hint,
+            param_hint="'--data'",
         )
     return x, y
 
@@ -137,8 +111,8 @@ def load_pairs(path):
 # other weights.
 
 
-def build_model(n_fft, lr, seed, calls=1):
-    """The seed's MLP with SGD, running `calls` updates per compiled call."""
+def build_model(n_fft, lr, seed):
+    """The seed's MLP with SGD."""
     import keras
 
     from kerasteps.models import build_mlp
@@ -151,7 +125,7 @@ def build_model(n_fft, lr, seed, calls=1):
         activation="sigmoid",
         output_activation="sigmoid",
     )
-    model.compile(keras.optimizers.SGD(lr), "mse", steps_per_execution=calls)
+    model.compile(keras.optimizers.SGD(lr), "mse")
     return model
 
 
@@ -180,48 +154,35 @@ def full_data_mse(model, x, y):
 # per-example SGD about five times slower here).
 
 
-class Plan(NamedTuple):
-    """How one mode trains (`plan_mode`)."""
+class Mode(NamedTuple):
+    """One way through the data (`plan_mode`)."""
 
-    mode: str
+    name: str
     folder: str  # LOG_DIR/run-N/<mode>
-    resume: bool  # continue from the mode's newest checkpoint
     batch_size: int
     per_epoch: int  # updates per epoch
     target: int  # the global step it trains to: --epochs epochs
     period: int  # the logging period: --log-every, at least one point per epoch
-    calls: int  # updates per compiled call
 
 
-def plan_mode(mode, run, examples, epochs, log_every, limit):
-    """Plans a mode of the run `run` (a `Run`); `limit`: --steps-per-execution."""
+def plan_mode(name, run_folder, examples, epochs, log_every):
+    """The batch, updates per epoch, target step and logging period of a mode."""
+    batch_size = min(MODES[name] or examples, examples)
+    per_epoch = math.ceil(examples / batch_size)
+    folder = os.path.join(run_folder, name)
+    period = min(log_every, per_epoch)
+    return Mode(name, folder, batch_size, per_epoch, epochs * per_epoch, period)
+
+
+def calls_per_execution(mode, start, limit):
+    """The largest divisor of the mode's epoch, its period and its start step, at
+    most `limit` (0: no limit); 1 on PyTorch (one update per call there)."""
     import keras
 
-    from kerasteps.callbacks import StepCheckpoint
-
-    folder = os.path.join(run.folder, mode)
-    checkpoints = os.path.join(folder, "checkpoints")
-    latest = StepCheckpoint.latest(checkpoints) if run.resumed else None
-    start = latest.step if latest else 0
-    batch_size = min(MODES[mode] or examples, examples)
-    per_epoch = math.ceil(examples / batch_size)
-    period = min(log_every, per_epoch)
-    calls = calls_per_execution(per_epoch, period, start, limit)
     if keras.backend.backend() == "torch":
-        calls = 1  # Keras's PyTorch trainer runs one update per call
-    target = epochs * per_epoch
-    return Plan(mode, folder, run.resumed, batch_size, per_epoch, target, period, calls)
-
-
-def calls_per_execution(per_epoch, period, start, limit):
-    """The largest divisor of `per_epoch`, `period` and `start`, at most `limit`.
-
-    `limit` 0 means no limit.
-    """
-    common = math.gcd(math.gcd(per_epoch, period), start)
-    if not limit or common <= limit:
-        return common
-    return max(d for d in range(1, limit + 1) if common % d == 0)
+        return 1
+    common = math.gcd(mode.per_epoch, mode.period, start)
+    return max(n for n in range(1, min(common, limit or common) + 1) if common % n == 0)
 
 
 def pipeline(x, y, batch_size, seed, start):
@@ -250,10 +211,9 @@ def pipeline(x, y, batch_size, seed, start):
 # network goes to `<mode>/model.keras`, a plain Keras model (`keras.saving.load_model`).
 #
 # Each curve starts at step 0 with the initial network, the same in every mode. The
-# sinks write at the steps after an update, so a small callback hands that point to
-# them (`StepSink.log_point`) when a run begins at step 0, after the sinks took their
-# folder (a folder that holds another run's points is kept aside by them first:
-# kerasteps deletes no other run's records).
+# sinks write at the steps after an update, so the recipe hands them that point
+# before training (`StepSink.log_point(0, values)`): they write it as a run begins
+# at step 0, and a resumed mode, whose folder holds it, writes nothing.
 #
 # Timing: `train_seconds` counts only the time inside the compiled training calls
 # (`TrainingClock`). `warm_up` traces and compiles them first and undoes its updates,
@@ -261,91 +221,76 @@ def pipeline(x, y, batch_size, seed, start):
 # A resumed mode's clock goes on from the time logged at its checkpoint's step.
 
 
-def train_mode(model, plan, x, y, seed, initial_mse):
+def train_mode(mode, resume, x, y, options, initial_mse):
     """Trains one mode; returns its `StepCheckpoint`, or None when already done."""
-    from kerasteps import Every
-    from kerasteps.callbacks import StepCheckpoint
-    from kerasteps.recipe import TrainingClock
-
-    checkpoints = os.path.join(plan.folder, "checkpoints")
-    start = resume_from_checkpoint(model, checkpoints, plan.mode) if plan.resume else 0
-    click.echo(
-        f"{plan.mode}: batch {plan.batch_size}, {plan.per_epoch} update(s) per "
-        f"epoch, {plan.calls} per call; global step {start} -> {plan.target}"
+    from kerasteps.callbacks import (
+        JSONLinesLogger,
+        StepCheckpoint,
+        StepProgressBar,
+        StepTensorBoard,
+        StopAtStep,
     )
-    model_file = os.path.join(plan.folder, "model.keras")
-    if start >= plan.target:
-        click.echo(f"{plan.mode}: already at step {start}; nothing to train.")
+    from kerasteps.recipe import ProvideEvery, TrainingClock
+
+    model = build_model(x.shape[1], options["lr"], options["seed"])
+    checkpoints = os.path.join(mode.folder, "checkpoints")
+    start = (
+        recipe.resume_from_checkpoint(model, checkpoints, mode.name) if resume else 0
+    )
+    calls = calls_per_execution(mode, start, options["steps_per_execution"])
+    model.steps_per_execution = calls
+    click.echo(
+        f"{mode.name}: batch {mode.batch_size}, {mode.per_epoch} update(s) per "
+        f"epoch, {calls} per call; global step {start} -> {mode.target}"
+    )
+    model_file = os.path.join(mode.folder, "model.keras")
+    if start >= mode.target:
+        click.echo(f"{mode.name}: already at step {start}; nothing to train.")
         if not os.path.exists(model_file):
             model.save(model_file)
         return None
     # Each fit() gets a pipeline of its own: a shuffle's order depends on how many
     # times its dataset was iterated (exact resume).
-    warm_up(model, pipeline(x, y, plan.batch_size, seed, start), plan.calls)
-    clock = TrainingClock.resume(plan.folder, start)
-    every_epoch = Every(plan.per_epoch, last=True)
-    checkpoint = StepCheckpoint(checkpoints, every=every_epoch, keep=2)
-    model.fit(
-        pipeline(x, y, plan.batch_size, seed, start),
-        epochs=math.ceil((plan.target - start) / plan.per_epoch),
-        steps_per_epoch=plan.per_epoch,
-        verbose=0,
-        shuffle=False,  # the pipeline is shuffled (with the seed) already
-        callbacks=mode_callbacks(plan, x, y, clock, checkpoint, initial_mse),
-    )
-    model.save(model_file)  # the network at the mode's latest step
-    return checkpoint
-
-
-def mode_callbacks(plan, x, y, clock, checkpoint, initial_mse):
-    """The callbacks of a mode's `fit()`."""
-    import sys
-
-    from kerasteps import Every
-    from kerasteps.callbacks import (
-        JSONLinesLogger,
-        StepCallback,
-        StepProgressBar,
-        StepTensorBoard,
-        StopAtStep,
-    )
-    from kerasteps.recipe import ProvideEvery
-
-    every = Every(plan.period, last=True)
+    batches = functools.partial(pipeline, x, y, mode.batch_size, options["seed"], start)
+    recipe.warm_up(model, batches(), calls)
+    clock = TrainingClock.resume(mode.folder, start)
+    every = Every(mode.period, last=True)
     sinks = [
-        StepTensorBoard(plan.folder, every=every),
-        JSONLinesLogger(os.path.join(plan.folder, "log.jsonl"), every=every),
-        *tracking_callbacks(plan.folder, every),
+        StepTensorBoard(mode.folder, every=every),
+        JSONLinesLogger(os.path.join(mode.folder, "log.jsonl"), every=every),
+        *recipe.tracking_callbacks(mode.folder, every),
     ]
+    for sink in sinks:  # the initial network's point, if the run begins at 0
+        sink.log_point(0, {"full_data_mse": initial_mse, "train_seconds": 0.0})
 
-    class InitialPoint(StepCallback):
-        """Writes the initial network's point when a run begins at step 0."""
+    def point(model):  # one point of the mode's curve
+        return {
+            "full_data_mse": full_data_mse(model, x, y),
+            "train_seconds": clock.seconds,
+        }
 
-        reads_values = False
-
-        def on_run_begin(self, start_step):
-            if start_step == 0:
-                values = {"full_data_mse": initial_mse, "train_seconds": 0.0}
-                for sink in sinks:
-                    sink.log_point(0, values)
-
-    point = functools.partial(curve_point, x=x, y=y, clock=clock)
+    checkpoint = StepCheckpoint(
+        checkpoints, every=Every(mode.per_epoch, last=True), keep=2
+    )
     callbacks = [
         clock,  # first: a call's end is timed before the others act
         ProvideEvery(every, point),
         *sinks,
-        InitialPoint(every=None),  # after the sinks took their folder
         checkpoint,
-        StopAtStep(plan.target),
+        StopAtStep(mode.target),
     ]
-    if sys.stdout.isatty():
-        callbacks.append(StepProgressBar(plan.target, keys=["loss", "full_data_mse"]))
-    return callbacks
-
-
-def curve_point(model, x, y, clock):
-    """The values of one point of a mode's curve."""
-    return {"full_data_mse": full_data_mse(model, x, y), "train_seconds": clock.seconds}
+    if sys.stdout.isatty():  # one bar below the lines, on a terminal
+        callbacks.append(StepProgressBar(mode.target, keys=["loss", "full_data_mse"]))
+    model.fit(
+        batches(),
+        epochs=math.ceil((mode.target - start) / mode.per_epoch),
+        steps_per_epoch=mode.per_epoch,
+        verbose=0,
+        shuffle=False,  # the pipeline is shuffled (with the seed) already
+        callbacks=callbacks,
+    )
+    model.save(model_file)  # the network at the mode's latest step
+    return checkpoint
 
 
 # -- The results ----------------------------------------------------------------------
@@ -362,78 +307,49 @@ def read_rows(folder, examples):
     from kerasteps import event_files
 
     rows = []
-    for mode, batch_size in MODES.items():
-        mode_dir = os.path.join(folder, mode)
-        if not os.path.isdir(mode_dir):
+    for name in MODES:
+        mode = plan_mode(name, folder, examples, epochs=1, log_every=1)
+        if not os.path.isdir(mode.folder):
             continue
-        train = event_files.read_scalars(mode_dir).get("train", {})
+        train = event_files.read_scalars(mode.folder).get("train", {})
         mse = dict(train.get("full_data_mse", []))
         seconds = dict(train.get("train_seconds", []))
         steps = sorted(set(mse) & set(seconds))
-        if not steps:
-            continue
-        batch_size = min(batch_size or examples, examples)
-        per_epoch = math.ceil(examples / batch_size)
-        rows.append(
-            {
-                "mode": mode,
-                "batch": batch_size,
-                "updates_per_epoch": per_epoch,
-                "updates": steps[-1],
-                "epochs": [step / per_epoch for step in steps],
-                "mse": [mse[step] for step in steps],
-                "seconds": [seconds[step] for step in steps],
-            }
-        )
+        if steps:
+            epochs = [step / mode.per_epoch for step in steps]
+            mse, seconds = [mse[s] for s in steps], [seconds[s] for s in steps]
+            rows.append((mode, steps, epochs, mse, seconds))
     return rows
-
-
-TABLE_HEADER = (
-    "mode",
-    "batch",
-    "updates/epoch",
-    "epochs",
-    "updates",
-    "final MSE",
-    "train s",
-    "examples/s",
-)
-
-
-def table_line(row, examples):
-    """The cells of one mode's line of the table."""
-    epochs = row["epochs"][-1]
-    seconds = row["seconds"][-1]
-    speed = epochs * examples / seconds if seconds > 0 else float("inf")
-    return (
-        row["mode"],
-        str(row["batch"]),
-        str(row["updates_per_epoch"]),
-        f"{epochs:.4g}",
-        str(row["updates"]),
-        format_value(row["mse"][-1]),
-        format_value(seconds, precision=3),
-        format_value(speed, name="examples_per_second"),
-    )
 
 
 def print_table(rows, examples):
     """Prints one line per mode, and how many more updates per-example SGD makes."""
-    click.echo("")
-    click.echo(format_table([TABLE_HEADER] + [table_line(r, examples) for r in rows]))
-    by_mode = {row["mode"]: row for row in rows}
-    if "sgd" in by_mode and "full_batch" in by_mode:
-        ratio = by_mode["sgd"]["updates_per_epoch"] // max(
-            1, by_mode["full_batch"]["updates_per_epoch"]
+    lines = [
+        ("mode", "batch", "updates/epoch", "epochs", "updates", "final MSE")
+        + ("train s", "examples/s")
+    ]
+    for mode, steps, epochs, mse, seconds in rows:
+        speed = epochs[-1] * examples / seconds[-1] if seconds[-1] > 0 else math.inf
+        lines.append(
+            (mode.name, str(mode.batch_size), str(mode.per_epoch), f"{epochs[-1]:.4g}")
+            + (str(steps[-1]), format_value(mse[-1]))
+            + (format_value(seconds[-1], precision=3), format_value(speed, name=SPEED))
         )
+    click.echo("\n" + format_table(lines))
+    per_epoch = {mode.name: mode.per_epoch for mode, *_ in rows}
+    if "sgd" in per_epoch and "full_batch" in per_epoch:
         click.echo(
-            f"\nPer-example SGD makes {ratio}x the updates per epoch of full-batch "
-            f"gradient descent (one per example, {examples} examples)."
+            f"\nPer-example SGD makes {per_epoch['sgd'] // per_epoch['full_batch']}x "
+            f"the updates per epoch of full-batch gradient descent (one per example, "
+            f"{examples} examples)."
         )
     click.echo(
         "train s: time inside the compiled training calls (no compilation, "
         "evaluation or logging).\n"
     )
+
+
+SPEED = "examples_per_second"  # formatted as a throughput: 4 significant digits
 
 
 def plot_curves(rows, path, title):
@@ -447,20 +363,16 @@ def plot_curves(rows, path, title):
 
     figure = Figure(figsize=(13, 4), dpi=80, layout="constrained")
     FigureCanvasAgg(figure)
-    by_epoch, by_update, by_time = figure.subplots(1, 3, sharey=True)
-    for color, row in enumerate(rows):
-        updates = [epochs * row["updates_per_epoch"] for epochs in row["epochs"]]
-        for axes, xs in (
-            (by_epoch, row["epochs"]),
-            (by_update, updates),
-            (by_time, row["seconds"]),
-        ):
-            draw_curve(axes, xs, row["mse"], f"C{color}")
-        by_update.lines[-1].set_label(f"{row['mode']} (batch {row['batch']})")
+    panels = figure.subplots(1, 3, sharey=True)
+    by_epoch, by_update, by_time = panels
+    for color, (mode, steps, epochs, mse, seconds) in enumerate(rows):
+        for axes, xs in zip(panels, (epochs, steps, seconds), strict=True):
+            draw_curve(axes, xs, mse, f"C{color}")
+        by_update.lines[-1].set_label(f"{mode.name} (batch {mode.batch_size})")
     by_update.plot([], [], ":", color="grey", label="step 0 to the first logged step")
     # Linear from 0 to the first update (the power of 10 at or above the first
     # logged time), log above.
-    positive = [s for row in rows for s in row["seconds"] if s > 0]
+    positive = [s for *_, seconds in rows for s in seconds if s > 0]
     threshold = 10 ** math.ceil(math.log10(min(positive))) if positive else 1.0
     by_update.set_xscale("symlog", linthresh=1, linscale=0.5)
     by_time.set_xscale("symlog", linthresh=threshold, linscale=0.5)
@@ -468,7 +380,7 @@ def plot_curves(rows, path, title):
     by_update.set_xlabel("updates (global step; log scale, linear below 1)")
     by_time.set_xlabel(f"training time in s (log scale, linear below {threshold:g})")
     by_epoch.set_ylabel("MSE on all examples (log scale)")
-    for axes in (by_epoch, by_update, by_time):
+    for axes in panels:
         axes.set_yscale("log")
         axes.grid(True, which="both", alpha=0.3)
     by_update.legend(fontsize="small")
@@ -498,7 +410,7 @@ def report(folder, examples, png, title):
         plot_curves(rows, png, title)
         click.echo(f"Plot written to {png}")
     click.echo(f"Models: {os.path.join(folder, '<mode>', 'model.keras')}")
-    print_log_hint(folder)
+    recipe.print_log_hint(folder)
 
 
 # -- The command ----------------------------------------------------------------------
@@ -512,33 +424,31 @@ def report(folder, examples, png, title):
 # before training).
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=None, log_every=100, log_dir="logs/batch_vs_sgd")
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
+@recipe.common_options(steps=None, log_every=100, log_dir="logs/batch_vs_sgd")
 @click.option(
     "--epochs",
     type=click.IntRange(min=1),
     default=20,
-    show_default=True,
     help="Passes over the data, the same for every mode.",
 )
 @click.option(
     "--examples",
     type=click.IntRange(min=2),
     default=3000,
-    show_default=True,
     help="Number of generated spectrum pairs (the seed's 3000).",
 )
 @click.option(
     "--n-fft",
     type=click.IntRange(min=16),
     default=64,
-    show_default=True,
     help="Points per spectrum: the input, hidden and output width.",
 )
 @click.option(
     "--data",
     type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help="An .npz file of your own pairs: arrays `x` and `y` of shape (examples, "
     "n_fft), `y` in [0, 1]; --examples and --n-fft then come from it.  [default: "
     "generated spectra]",
@@ -547,21 +457,18 @@ def report(folder, examples, png, title):
     "--lr",
     type=click.FloatRange(min=0.0, min_open=True),
     default=0.3,
-    show_default=True,
     help="SGD learning rate of every mode (the seed's 0.3).",
 )
 @click.option(
     "--steps-per-execution",
     type=click.IntRange(min=0),
     default=0,
-    show_default=True,
     help="At most this many updates per compiled call (0: no limit; 1: one Python "
     "call per update).",
 )
 @click.option(
     "--png",
     type=click.Path(dir_okay=False),
-    default=None,
     help="Where to write the plot.  [default: LOG_DIR/run-N/batch_vs_sgd.png]",
 )
 def main(
@@ -594,7 +501,7 @@ def main(
     """
     import logging
 
-    log_to_console(logging.WARNING)
+    recipe.log_to_console(logging.WARNING)
     if data is None:
         x, y = make_spectra(examples, n_fft, seed)
     else:
@@ -603,22 +510,22 @@ def main(
     examples, n_fft = x.shape
     # The run's folder, LOG_DIR/run-N; a --resume with other settings stops here.
     settings = dict(examples=examples, n_fft=n_fft, lr=lr, seed=seed, data=data)
-    run = start_run(log_dir, resume, settings=settings)
+    run = recipe.start_run(log_dir, resume, settings=settings)
     initial_mse = full_data_mse(build_model(n_fft, lr, seed), x, y)
     kind = "spectrum" if data is None else "data"
     click.echo(
         f"{examples} {kind} pairs of {n_fft} points; MSE of the initial network "
         f"(the same in every mode): {format_value(initial_mse)}"
     )
-    for mode in MODES:
-        plan = plan_mode(mode, run, examples, epochs, log_every, steps_per_execution)
-        model = build_model(n_fft, lr, seed, plan.calls)
-        checkpoint = train_mode(model, plan, x, y, seed, initial_mse)
+    options = dict(lr=lr, seed=seed, steps_per_execution=steps_per_execution)
+    for name in MODES:
+        mode = plan_mode(name, run.folder, examples, epochs, log_every)
+        checkpoint = train_mode(mode, run.resumed, x, y, options, initial_mse)
         if checkpoint is not None and checkpoint.interrupted:
             break  # stopped by a signal: report what was trained, then exit
     png = png or os.path.join(run.folder, "batch_vs_sgd.png")
     report(run.folder, examples, png, f"{examples} examples, SGD lr {lr}")
-    exit_if_interrupted(checkpoint, f"in mode {mode}")
+    recipe.exit_if_interrupted(checkpoint, f"in mode {name}")
 
 
 if __name__ == "__main__":

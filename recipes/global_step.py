@@ -44,20 +44,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 import kerasteps
-from kerasteps import Every
-from kerasteps.recipe import (
-    Run,
-    common_options,
-    log_to_console,
-    print_log_hint,
-    start_run,
-    tracking_callbacks,
-)
+from kerasteps import Every, recipe
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
     import keras
@@ -147,29 +140,33 @@ def batches(
 
 
 def step_callbacks(
-    run: Run, log_every: int, curve_every: int, reduce: str
+    run: recipe.Run, log_every: int, curve_every: int, reduce: str
 ) -> list[Any]:
     """The kerasteps callbacks: the lines, the curve, the JSON lines, checkpoints."""
     from kerasteps.callbacks import (
         JSONLinesLogger,
         LogEvery,
         StepCheckpoint,
+        StepProgressBar,
         StepTensorBoard,
     )
 
     every = Every(log_every, start=1)  # steps 1, 1 + N, 1 + 2N: TF1's log_every_n
     curve = Every(curve_every, start=1, last=True)
-    return [
+    callbacks = [
         LogEvery(every, reduce=reduce),
         StepTensorBoard(run.folder, every=curve, reduce=reduce),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every, reduce=reduce),
-        *tracking_callbacks(run.folder, curve),
+        *recipe.tracking_callbacks(run.folder, curve),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),
         ),
         run.stop,
     ]
+    if sys.stdout.isatty():  # one bar below the lines, on a terminal
+        callbacks.append(StepProgressBar(run.stop.max_steps, keys=["loss"]))
+    return callbacks
 
 
 # ======================================================================================
@@ -180,7 +177,7 @@ def step_callbacks(
 # keeps the count (`kerasteps.load_model(path).optimizer.iterations`).
 
 
-def save_and_print_step(model: keras.Model, run: Run, batch_size: int) -> None:
+def save_and_print_step(model: keras.Model, run: recipe.Run, batch_size: int) -> None:
     """Saves `model.keras` in the run's folder and prints the global step."""
     model.save(os.path.join(run.folder, "model.keras"))
     click.echo(
@@ -193,27 +190,26 @@ def save_and_print_step(model: keras.Model, run: Run, batch_size: int) -> None:
 # The command: the sections above, in order
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=301, log_every=100, log_dir="logs/global_step")
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
+@recipe.common_options(steps=301, log_every=100, log_dir="logs/global_step")
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=32,
-    show_default=True,
     help="Examples per update (one global step).",
 )
 @click.option(
     "--curve-every",
     type=click.IntRange(min=1),
     default=10,
-    show_default=True,
     help="Write the TensorBoard curve every N steps.",
 )
 @click.option(
     "--reduce",
     type=click.Choice(["mean", "last", "epoch"]),
     default="mean",
-    show_default=True,
     help="A logged loss is the mean since the previous point, the step's own "
     "batch (TF1's), or Keras's running mean since the epoch began.",
 )
@@ -221,12 +217,12 @@ def main(steps, log_every, log_dir, seed, resume, batch_size, curve_every, reduc
     """The global step walkthrough: what it counts, why it starts at 0, log lines."""
     import keras
 
-    log_to_console(logging.INFO)
+    recipe.log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
     x, y = make_data(seed)
     model = build_model()
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
-    run = start_run(log_dir, resume, model=model, steps=steps)
+    run = recipe.start_run(log_dir, resume, model=model, steps=steps)
     if run.stop is None:
         return
     print_step_before(model)
@@ -239,7 +235,7 @@ def main(steps, log_every, log_dir, seed, resume, batch_size, curve_every, reduc
         callbacks=step_callbacks(run, log_every, curve_every, reduce),
     )
     save_and_print_step(model, run, batch_size)
-    print_log_hint(run.folder)
+    recipe.print_log_hint(run.folder)
 
 
 if __name__ == "__main__":

@@ -47,20 +47,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 import kerasteps
-from kerasteps import Every
-from kerasteps.recipe import (
-    Run,
-    common_options,
-    log_to_console,
-    print_log_hint,
-    start_run,
-    tracking_callbacks,
-)
+from kerasteps import Every, recipe
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
     import keras
@@ -247,32 +240,37 @@ def build_model(
 
 
 def step_callbacks(
-    run: Run, log_every: int, validation: Any, batch_size: int
+    run: recipe.Run, log_every: int, validation: Any, batch_size: int
 ) -> list[Any]:
     """The kerasteps callbacks of the run: validation and recording every N steps."""
     from kerasteps.callbacks import (
         JSONLinesLogger,
         LogEvery,
         StepCheckpoint,
+        StepProgressBar,
         StepTensorBoard,
         Throughput,
         ValidateEvery,
     )
 
     every = Every(log_every)  # steps N, 2N, 3N, ...: train and validation together
-    return [
+    callbacks = [
         ValidateEvery(every, validation_data=validation, batch_size=batch_size),
         Throughput(every, batch_size=batch_size),
         LogEvery(every),
         StepTensorBoard(run.folder, every=every),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
-        *tracking_callbacks(run.folder, every),
+        *recipe.tracking_callbacks(run.folder, every),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),
         ),
         run.stop,
     ]
+    if sys.stdout.isatty():  # one bar below the lines, on a terminal
+        bar = StepProgressBar(run.stop.max_steps, keys=["loss", "val_loss"])
+        callbacks.append(bar)
+    return callbacks
 
 
 def batches_from(train: tf.data.Dataset, start: int) -> tf.data.Dataset:
@@ -292,7 +290,7 @@ def batches_from(train: tf.data.Dataset, start: int) -> tf.data.Dataset:
 # The global step after training is the number of updates, one per batch.
 
 
-def save_model(model: keras.Model, run: Run) -> None:
+def save_model(model: keras.Model, run: recipe.Run) -> None:
     """Saves `model.keras` in the run's folder and prints the global step."""
     model.save(os.path.join(run.folder, "model.keras"))
     click.echo(f"Global step after training: {kerasteps.global_step(model)}.")
@@ -317,12 +315,13 @@ def parse_filters(
     return filters
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@common_options(steps=400, log_every=20, log_dir="logs/image_classifier")
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
+@recipe.common_options(steps=400, log_every=20, log_dir="logs/image_classifier")
 @click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, dir_okay=True),
-    default=None,
     help="Directory of images with one sub-folder per class (default: "
     "generated stripes).",
 )
@@ -330,41 +329,35 @@ def parse_filters(
     "--image-size",
     type=click.IntRange(min=4),
     default=32,
-    show_default=True,
     help="Height and width of the images (generated, or --data resized to it).",
 )
 @click.option(
     "--examples",
     type=click.IntRange(min=2),
     default=2500,
-    show_default=True,
     help="Number of generated images, training and validation (without --data).",
 )
 @click.option(
     "--validation-split",
     type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
     default=0.2,
-    show_default=True,
     help="Fraction of the images held out for validation.",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=32,
-    show_default=True,
     help="Examples per update (one global step).",
 )
 @click.option(
     "--lr",
     type=click.FloatRange(min=0.0, min_open=True),
     default=1e-3,
-    show_default=True,
     help="Adam learning rate.",
 )
 @click.option(
     "--filters",
     default="16,32",
-    show_default=True,
     callback=parse_filters,
     help="Filters of each convolution block (one 2x2 pooling per block).",
 )
@@ -396,14 +389,14 @@ def main(
     """
     import keras
 
-    log_to_console(logging.INFO)
+    recipe.log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
     train, validation, class_names = load_data(
         data, image_size, examples, validation_split, batch_size, seed
     )
     model = build_model(image_size, len(class_names), filters, lr)
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
-    run = start_run(log_dir, resume, model=model, steps=steps)
+    run = recipe.start_run(log_dir, resume, model=model, steps=steps)
     if run.stop is None:
         return
     model.fit(
@@ -415,7 +408,7 @@ def main(
         callbacks=step_callbacks(run, log_every, validation, batch_size),
     )
     save_model(model, run)
-    print_log_hint(run.folder)
+    recipe.print_log_hint(run.folder)
 
 
 if __name__ == "__main__":

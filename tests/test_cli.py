@@ -93,6 +93,7 @@ def test_bundled_recipes_are_the_package_kerasteps_recipes():
         "global_step",
         "image_classifier",
         "wgan",
+        "wgan_images",
     ]
     # The authoring kit does not reach up into the launcher.
     assert not hasattr(recipe, "find_recipes")
@@ -235,7 +236,7 @@ def test_console_script_usage_error_has_no_traceback(tmp_path):
     assert "Traceback" not in process.stderr
     assert (
         "unknown recipe 'nope'. Known recipes: batch_vs_sgd, global_step, "
-        "image_classifier, wgan" in process.stderr
+        "image_classifier, wgan, wgan_images" in process.stderr
     )
 
 
@@ -571,7 +572,7 @@ def test_summary_and_plot_do_not_import_tensorflow(tmp_path):
 
 @pytest.mark.usefixtures("bundled_recipes")
 @pytest.mark.parametrize(
-    "name", ["global_step", "wgan", "image_classifier", "batch_vs_sgd"]
+    "name", ["global_step", "wgan", "wgan_images", "image_classifier", "batch_vs_sgd"]
 )
 def test_dash_h_is_help_everywhere(name):
     for args in (["-h"], ["run", "-h"], ["run", name, "-h"]):

@@ -329,3 +329,46 @@ def test_a_run_stopped_by_sigterm_exits_with_143(tmp_path, capsys):
         f"Interrupted in mode sgd at step {step}; run again with --resume to "
         "continue.\n"
     )
+
+
+def test_load_arrays_reads_numbers_and_refuses_what_cannot_be_trained_on(tmp_path):
+    from kerasteps.recipe import load_arrays
+
+    points, pairs = tmp_path / "points.npy", tmp_path / "pairs.npz"
+    np.save(points, np.arange(6, dtype="int64").reshape(3, 2))
+    np.savez(pairs, x=np.ones((2, 4)), y=np.zeros((2, 4)))
+    (x,) = load_arrays(str(points))
+    assert x.dtype == np.float32 and x.tolist() == [[0, 1], [2, 3], [4, 5]]
+    x, y = load_arrays(str(pairs), ("x", "y"))
+    assert (x.shape, float(x.sum()), y.shape) == ((2, 4), 8.0, (2, 4))
+
+    def refusal(path, names=("x",)):
+        with pytest.raises(click.BadParameter) as caught:
+            load_arrays(str(path), names)
+        assert caught.value.param_hint == "'--data'"
+        return caught.value.message
+
+    assert refusal(tmp_path / "moons.csv") == (
+        f"expected a .npy or .npz file, received {str(tmp_path / 'moons.csv')!r}."
+    )
+    assert (
+        refusal(tmp_path / "none.npy")
+        == f"{str(tmp_path / 'none.npy')!r} is not a file."
+    )
+    assert refusal(pairs, ("x", "target")) == (
+        f"{str(pairs)!r} must hold arrays named x and target, it holds ['x', 'y']."
+    )
+    words = tmp_path / "words.npy"
+    np.save(words, np.array(["a", "b"]))
+    assert (
+        refusal(words)
+        == f"{str(words)!r} must hold numbers; it holds <U1 with shape (2,)."
+    )
+    pickled = tmp_path / "pickled.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert refusal(pickled).startswith(
+        f"cannot read {str(pickled)!r} as an array file: "
+    )
+    nan = tmp_path / "nan.npy"
+    np.save(nan, np.array([1.0, np.nan]))
+    assert refusal(nan) == f"{str(nan)!r} holds NaN or infinite values."

@@ -117,7 +117,8 @@ class StepSink(StepCallback):
             )
         self._write_lock = threading.Lock()
         self._pending: tuple[int, float, dict[str, Any]] | None = None
-        self._last_written: int | None = None
+        self._last_written: int | None = None  # None: between runs
+        self._start_point: tuple[int, Mapping[str, Any]] | None = None
 
     # -- what a sink implements ---------------------------------------------------
     def write(self, step: int, values: dict[str, Any], time: float) -> None:
@@ -216,6 +217,9 @@ class StepSink(StepCallback):
             if self.place is not None:
                 self._claim(start_step)
             self.open(start_step)
+            point, self._start_point = self._start_point, None
+            if point is not None:
+                self.log_point(*point)
         except BaseException:
             if self._place_lock is not None:
                 self._place_lock.release()
@@ -252,54 +256,53 @@ class StepSink(StepCallback):
         model's values at step 0, which no schedule gives (`Every(first=True)`
         fires after the first update).
 
-        Call it from `on_run_begin` of a callback listed after the sink (the sink
-        has then claimed its place), or from a `StepRun`'s first hooks. The values
-        are keyed as the sink keys training values (`val_*` as validation). A place
-        that already holds records up to `step` (a resumed run) keeps them, and
-        nothing is written.
+        Call it before `fit()`: the point is held, and written when the run
+        begins, if it begins at `step`. A run that begins later (a resumed run,
+        whose place holds its points) writes nothing. Called from `on_run_begin`
+        of a callback listed after the sink, it writes at once. The values are
+        keyed as the sink keys training values (`val_*` as validation). A place
+        that already holds records up to `step` keeps them, and nothing is
+        written.
 
         Args:
-            step: The run's start step (`StepRun.start_step`).
+            step: The run's start step: 0 for a new model.
             values: `{name: number}`.
 
         Raises:
-            RuntimeError: the sink's run has not begun, or has trained already.
-            ValueError: `step` is not the run's start step.
+            RuntimeError: the sink's run has trained already.
+            ValueError: `step` is after the run's start step (at `fit()`).
 
         Example:
 
         >>> import numpy as np, keras
-        >>> from kerasteps.callbacks import StepCallback, StepSink
+        >>> from kerasteps.callbacks import StepSink
         >>> class PrintSink(StepSink):
         ...     def write(self, step, values, time):
         ...         print(step, values)
         >>> sink = PrintSink(None, every=2, write_learning_rate=False)
-        >>> class Initial(StepCallback):
-        ...     def on_run_begin(self, start_step):
-        ...         sink.log_point(start_step, {"loss": 0.0})
         >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
         >>> model.compile("sgd", "mse")
         >>> x = np.zeros((4, 1))
-        >>> callbacks = [sink, Initial(None)]
-        >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=callbacks)
+        >>> sink.log_point(0, {"loss": 0.0})  # the initial model's point
+        >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=[sink])
         0 {'loss': 0.0}
         2 {'loss': 0.0, 'step': 2}
         """
         if self._run is None or self._last_written is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.log_point() writes within a run: call it "
-                "from the `on_run_begin` of a callback listed after the sink."
-            )
+            self._start_point = (step, dict(values))  # written as the run begins
+            return
         if self.run.step != self.run.start_step:
             raise RuntimeError(
                 f"{type(self).__name__}.log_point() writes before training; the "
                 f"run is at step {self.run.step} already."
             )
-        if step != self.run.start_step:
+        if step > self.run.start_step:
             raise ValueError(
                 f"`step` must be the run's start step {self.run.start_step}, "
                 f"received {step!r}."
             )
+        if step < self.run.start_step:
+            return  # a resumed run: its place holds the point
         if self.place is not None and self.held_records(step)[0]:
             return  # a resumed run: the place holds its points up to `step`
         out = {
@@ -365,5 +368,6 @@ class StepSink(StepCallback):
                 self._emit()
                 self.close()
             finally:
+                self._last_written = None
                 if self._place_lock is not None:
                     self._place_lock.release()

@@ -54,7 +54,7 @@ def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
     >>> list(find_recipes(folder))
     ['hello']
     >>> sorted(find_recipes())
-    ['batch_vs_sgd', 'global_step', 'image_classifier', 'wgan']
+    ['batch_vs_sgd', 'global_step', 'image_classifier', 'wgan', 'wgan_images']
     """
     folder = Path(BUNDLED if folder is None else folder)
     if not folder.is_dir():

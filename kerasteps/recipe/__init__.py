@@ -86,6 +86,9 @@ serves recipes that train several models in one run, or time their training
 hands a recipe's own measurement to the sinks; `TrainingClock` sums the time inside
 `fit`'s training calls, after `warm_up` compiled them; `exit_if_interrupted` ends a
 run that SIGTERM or Ctrl-C stopped with the status a signalled process has.
+`steps_per_call` picks `steps_per_execution` so that every log step and the last
+step end a compiled call; `load_arrays` reads a user's `--data` file of numbers, or
+refuses it with a usage error.
 
 Where recipes are found
 -----------------------
@@ -98,13 +101,19 @@ recipe files is the launcher's concern (`kerasteps/cli/_recipes.py`).
 
 from typing import Any
 
-from kerasteps.recipe._options import common_options, log_to_console, tracking_callbacks
+from kerasteps.recipe._options import (
+    common_options,
+    load_arrays,
+    log_to_console,
+    tracking_callbacks,
+)
 from kerasteps.recipe._run import (
     Run,
     exit_if_interrupted,
     print_log_hint,
     resume_from_checkpoint,
     start_run,
+    steps_per_call,
     warm_up,
 )
 
@@ -114,10 +123,12 @@ __all__ = [
     "TrainingClock",
     "common_options",
     "exit_if_interrupted",
+    "load_arrays",
     "log_to_console",
     "print_log_hint",
     "resume_from_checkpoint",
     "start_run",
+    "steps_per_call",
     "tracking_callbacks",
     "warm_up",
 ]

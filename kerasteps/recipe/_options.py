@@ -15,7 +15,7 @@ from kerasteps import _startup
 from kerasteps._files._paths import creatable_problem
 from kerasteps._validate import check_int
 
-__all__ = ["common_options", "log_to_console", "tracking_callbacks"]
+__all__ = ["common_options", "load_arrays", "log_to_console", "tracking_callbacks"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -289,3 +289,65 @@ def log_to_console(level: int = logging.INFO) -> None:
     """
     logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
     logging.getLogger("kerasteps").setLevel(level)
+
+
+def load_arrays(path: str, names: tuple[str, ...] = ("x",)) -> list[Any]:
+    """Reads a user's data file for `--data`: one `.npy` array, or the arrays
+    `names` of an `.npz` file, as float32 arrays of finite numbers.
+
+    A file that cannot be trained on is refused with click's usage error for
+    `--data` (status 2, before any run folder is made), naming what was wrong.
+
+    Args:
+        path: The `.npy` or `.npz` file.
+        names: The arrays to read from an `.npz` file; one for a `.npy` file.
+
+    Returns:
+        The arrays, in the order of `names`.
+
+    Example:
+
+    >>> import os, tempfile, numpy as np
+    >>> from kerasteps.recipe import load_arrays
+    >>> path = os.path.join(tempfile.mkdtemp(), "points.npy")
+    >>> np.save(path, np.zeros((3, 2), dtype="int64"))
+    >>> [(x.dtype.name, x.shape) for x in load_arrays(path)]
+    [('float32', (3, 2))]
+    >>> load_arrays(path + ".txt")
+    Traceback (most recent call last):
+    ...
+    click.exceptions.BadParameter: expected a .npy or .npz file, received '...'.
+    """
+    import numpy as np
+
+    def bad(message: str) -> click.BadParameter:
+        return click.BadParameter(message, param_hint="'--data'")
+
+    if not path.endswith((".npy", ".npz")):
+        raise bad(f"expected a .npy or .npz file, received {path!r}.")
+    if not os.path.isfile(path):
+        raise bad(f"{path!r} is not a file.")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            found = [loaded]
+        else:
+            with loaded:
+                if not all(name in loaded for name in names):
+                    raise bad(
+                        f"{path!r} must hold arrays named {' and '.join(names)}, it "
+                        f"holds {sorted(loaded.files)}."
+                    )
+                found = [loaded[name] for name in names]
+    except (OSError, ValueError) as error:  # not an array file, or pickled objects
+        raise bad(f"cannot read {path!r} as an array file: {error}") from None
+    for array in found:
+        if array.dtype.kind not in "biuf" or not array.size:
+            raise bad(
+                f"{path!r} must hold numbers; it holds {array.dtype} with shape "
+                f"{array.shape}."
+            )
+    found = [array.astype("float32") for array in found]
+    if not all(np.isfinite(array).all() for array in found):
+        raise bad(f"{path!r} holds NaN or infinite values.")
+    return found

@@ -271,6 +271,42 @@ def resume_from_checkpoint(
     return restored or 0
 
 
+def steps_per_call(given: int | None, log_every: int, steps_left: int) -> int:
+    """Steps per compiled call (`steps_per_execution`) that end a call on every log
+    step and on the last step.
+
+    Keras runs `steps_per_execution` steps per compiled call and calls the callbacks
+    at the calls' boundaries; fewer calls cost less. This picks the most, up to 50,
+    that divide both `log_every` and the steps left to train, so that no call runs
+    past a log step or the planned end. On PyTorch it is 1 (Keras's PyTorch trainer
+    runs one step per call).
+
+    Args:
+        given: The user's `--steps-per-execution`, returned as it is; or `None`.
+        log_every: The period of the run's logging schedule, in steps.
+        steps_left: The steps this run trains (its end minus its start).
+
+    Returns:
+        The steps per compiled call.
+
+    Example:
+
+    >>> from kerasteps.recipe import steps_per_call
+    >>> steps_per_call(None, 600, 6000), steps_per_call(None, 100, 766)
+    (50, 2)
+    """
+    import math
+
+    import keras
+
+    if keras.backend.backend() == "torch":
+        return 1
+    if given is not None:
+        return given
+    whole = math.gcd(log_every, steps_left)
+    return max(n for n in range(1, 51) if whole % n == 0)
+
+
 def warm_up(model: Any, data: Any, steps: int) -> None:
     """Traces and compiles the model's training call, then undoes its updates.
 

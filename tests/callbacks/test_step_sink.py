@@ -277,16 +277,29 @@ def test_log_point_writes_the_start_step_in_every_sink(tmp_path):
     ]  # fmt: skip
 
 
-def test_log_point_outside_a_run_or_at_another_step_is_refused(tmp_path):
-    sink = JSONLinesLogger(tmp_path / "log.jsonl", every=2)
-    with pytest.raises(RuntimeError, match=r"log_point\(\) writes within a run"):
-        sink.log_point(0, {"mse": 1.0})
+def test_log_point_before_fit_is_written_as_the_run_begins_at_its_step(tmp_path):
+    sink = JSONLinesLogger(tmp_path / "log.jsonl", every=2, write_learning_rate=False)
+    model = tiny_model()
     x, y = tiny_data(4)
+    sink.log_point(0, {"mse": 1.5})  # before fit(): held until the run begins
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[sink])
+    lines = read_jsonl(tmp_path / "log.jsonl")
+    assert [(line["step"], line.get("mse")) for line in lines] == [
+        (0, 1.5), (2, None)
+    ]  # fmt: skip
+    # A run that begins later (here at step 2) writes no start point again.
+    sink.log_point(0, {"mse": 9.0})
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[sink])
+    lines = read_jsonl(tmp_path / "log.jsonl")
+    assert [(line["step"], line.get("mse")) for line in lines] == [
+        (0, 1.5), (2, None), (4, None)
+    ]  # fmt: skip
+    # A point after the start step is refused as the run begins; nothing written.
+    other = JSONLinesLogger(tmp_path / "other.jsonl", every=2)
+    other.log_point(5, {"mse": 1.0})
     with pytest.raises(ValueError, match="`step` must be the run's start step 0, "):
-        tiny_model().fit(
-            x, y, batch_size=2, verbose=0, callbacks=[sink, InitialPoint([sink], {}, 5)]
-        )
+        tiny_model().fit(x, y, batch_size=2, verbose=0, callbacks=[other])
     assert (
-        not (tmp_path / "log.jsonl").exists()
-        or read_jsonl(tmp_path / "log.jsonl") == []
+        not (tmp_path / "other.jsonl").exists()
+        or read_jsonl(tmp_path / "other.jsonl") == []
     )

@@ -50,7 +50,7 @@ def load_in_fresh_process(path: Path) -> str:
     return process.stdout.strip()
 
 
-@pytest.mark.parametrize("name", ["wgan", "global_step"])
+@pytest.mark.parametrize("name", ["wgan", "wgan_images", "global_step"])
 def test_help_lists_the_common_options(name):
     result = CliRunner().invoke(main, ["run", name, "--help"])
     assert result.exit_code == 0, result.output
@@ -58,14 +58,11 @@ def test_help_lists_the_common_options(name):
         assert f"  {option} " in result.output
 
 
-def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
+def test_wgan_settings_are_the_defaults_with_the_options_in_their_place():
     from kerasteps.recipes import wgan
 
-    points, images = np.zeros((10, 2)), np.zeros((10, 28, 28, 1))
-    none = wgan.Options(None, None, None, None, None)
-    # WGAN-GP on points: WGAN's defaults and its default schedule (no constant
-    # rate); on images the WGAN-GP paper's penalty and Adam 1e-4.
-    assert wgan.choose_settings(points, "gp", none) == wgan.Settings(
+    # WGAN-GP: WGAN's defaults and its default schedule (no constant rate).
+    assert wgan.choose_settings("gp") == wgan.Settings(
         latent_dim=2,
         batch_size=128,
         n_critic=5,
@@ -74,20 +71,23 @@ def test_wgan_settings_are_the_data_defaults_with_the_options_in_their_place():
         clip_value=None,
         learning_rate=None,
     )
-    assert wgan.choose_settings(images, "gp", none) == wgan.Settings(
-        64, 64, 5, 2000, 10.0, None, 1e-4
+    given = wgan.choose_settings(
+        "gp",
+        steps=500,
+        n_critic=4,
+        batch_size=64,
+        gradient_penalty=5.0,
+        learning_rate=3e-3,
+        clip_value=None,
     )
-    given = wgan.choose_settings(points, "gp", wgan.Options(500, 4, 64, 5.0, 3e-3))
     assert given == wgan.Settings(2, 64, 4, 500, 5.0, None, 3e-3)
     # Clipping: no penalty, clip 0.01, RMSprop's constant 5e-5 unless --lr.
-    for x in (points, images):
-        clipped = wgan.choose_settings(x, "clip", none)
-        assert clipped[4:] == (None, 0.01, 5e-5)
-    lr = wgan.choose_settings(images, "clip", none._replace(lr=2e-3))
-    assert lr.learning_rate == 2e-3
+    assert wgan.choose_settings("clip", steps=None)[4:] == (None, 0.01, 5e-5)
+    assert wgan.choose_settings("clip", learning_rate=2e-3).learning_rate == 2e-3
     # What a --resume keeps: the length too where the rate decays over it.
-    assert wgan.run_settings("ring", "gp", wgan.POINTS)["steps"] == 6000
-    assert "steps" not in wgan.run_settings("images", "gp", wgan.IMAGES)
+    assert wgan.run_settings("ring", "gp", wgan.DEFAULTS)["steps"] == 6000
+    clipped = wgan.choose_settings("clip")
+    assert "steps" not in wgan.run_settings("ring", "clip", clipped)
 
 
 def coverage_by_hand(samples, centres, std):
@@ -162,11 +162,9 @@ def test_wgan_recipe_on_a_ring_counts_d_and_g_steps(tmp_path):
     assert loaded == "WGAN g_step=40 d_step=120"
 
 
-def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
+def test_wgan_images_recipe_clipping_and_resume(tmp_path):
     log_dir = tmp_path / "wgan_images"
     common = (
-        "--data",
-        "images",
         "--variant",
         "clip",
         "--n-critic",
@@ -178,13 +176,13 @@ def test_wgan_recipe_clipping_on_images_and_resume(tmp_path):
         "--log-dir",
         str(log_dir),
     )
-    run("wgan", "--steps", "5", *common)
-    result = run("wgan", "--steps", "10", "--resume", *common)
+    run("wgan_images", "--steps", "5", *common)
+    result = run("wgan_images", "--steps", "10", "--resume", *common)
     folder = log_dir / "run-1"
     checkpoint = folder / "checkpoints" / "ckpt-5"
     assert f"Resumed from step 5 (checkpoint {checkpoint})" in result.output
     assert (
-        "WGAN with weight clipping (0.01) on images: n_critic 2, batch 64, "
+        "WGAN with weight clipping (0.01) on discs: n_critic 2, batch 64, "
         "g_step 5 -> 10." in result.output
     )
     assert "Trained to g_step 10 with d_step 20" in result.output
@@ -205,9 +203,7 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
         main, ["run", "wgan", "--data", "moons", "--log-dir", str(tmp_path / "w")]
     )
     assert result.exit_code == 2
-    assert (
-        "expected ring, grid, images or a .npy file, received 'moons'" in result.output
-    )
+    assert "expected ring, grid or a .npy file, received 'moons'" in result.output
     line = tmp_path / "line.npy"
     np.save(line, np.zeros((1000, 1), dtype="float32"))
     result = CliRunner().invoke(
@@ -215,6 +211,17 @@ def test_wgan_recipe_rejects_bad_data(tmp_path):
     )
     assert result.exit_code == 2
     assert "points must have shape (N, d), d >= 2; received (1000, 1)" in result.output
+    assert not (tmp_path / "w").exists()
+    # The images recipe: its own names, and images of 3 or 4 axes only.
+    for data, message in [
+        ("moons", "expected discs or a .npy file, received 'moons'"),
+        (str(line), "images must have shape (N, H, W[, C]); received (1000, 1)"),
+    ]:
+        result = CliRunner().invoke(
+            main,
+            ["run", "wgan_images", "--data", data, "--log-dir", str(tmp_path / "w")],
+        )
+        assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "w").exists()
 
 
@@ -237,15 +244,15 @@ def test_wgan_recipe_trains_points_of_3_dimensions(tmp_path):
 
 
 def test_wgan_recipe_calls_end_on_every_log_step_and_the_last(tmp_path):
-    from kerasteps.recipes import wgan
+    from kerasteps.recipe import steps_per_call
 
     # Without --steps-per-execution: the most steps per call, up to 50, that
     # divide --log-every and the steps left.
-    assert wgan.steps_per_call(None, 600, 6000) == 50  # the default run
-    assert wgan.steps_per_call(None, 20, 40) == 20
-    assert wgan.steps_per_call(None, 100, 2000 - 1234) == 2  # resumed from step 1234
-    assert wgan.steps_per_call(None, 7, 10) == 1
-    assert wgan.steps_per_call(10, 1000, 10000) == 10  # --steps-per-execution 10
+    assert steps_per_call(None, 600, 6000) == 50  # the default run
+    assert steps_per_call(None, 20, 40) == 20
+    assert steps_per_call(None, 100, 2000 - 1234) == 2  # resumed from step 1234
+    assert steps_per_call(None, 7, 10) == 1
+    assert steps_per_call(10, 1000, 10000) == 10  # --steps-per-execution 10
     log_dir = tmp_path / "w"
     result = run(
         "wgan",

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -45,16 +46,14 @@ from pathlib import Path
 import click
 
 from kerasteps import __version__, _startup
-from kerasteps.cli import _recipes
+from kerasteps.cli import _plot, _recipes
 
 __all__ = ["main"]
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def _log_dir_to_read(
-    context: click.Context, parameter: click.Parameter, value: str
-) -> str:
+def _log_dir_to_read(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """LOG_DIR of `board`, `plot`, `summary`: not the file system's root, whose walk
     would read every event file of the machine (and take minutes)."""
     from kerasteps._files._paths import is_file_system_root
@@ -68,22 +67,14 @@ def _log_dir_to_read(
 
 _LOG_DIR = click.Path(exists=True, file_okay=False, dir_okay=True)
 
-# Last component of a tag, split into lower-case words, decides "best" (summary).
-_LOSS_WORDS = frozenset(
-    {"loss", "error", "err", "mse", "mae", "rmse", "msle", "mape", "crossentropy"}
-    | {"nll", "perplexity", "ppl", "fid"}
-)
-_ACCURACY_WORDS = frozenset(
-    {"acc", "accuracy", "auc", "precision", "recall", "f1", "iou", "psnr", "ssim"}
-)
+# Last component of a tag, split into lower-case words, decides "best" (summary):
+# the figure's loss-like words (a penalty has no best) and its accuracy-like ones.
+_LOSS_WORDS = (_plot._LOSS_WORDS - {"losses", "penalty"}) | {"fid"}
 # A word of a GAN player anywhere in a tag: its loss is not minimised (adversarial).
 _GAN_ROLE_WORDS = frozenset(
     {"d", "g", "gen", "disc", "generator", "discriminator", "critic"}
     | {"adversarial", "adv"}
 )
-# Tags without a direction whatever their words: learning rates, step counters.
-_UNDIRECTED_PREFIXES = ("learning_rate", "counters")
-_UNDIRECTED_SUFFIX = "_per_second"  # throughput (kerasteps.callbacks.Throughput)
 
 
 @click.group(context_settings=_CONTEXT)
@@ -111,17 +102,16 @@ def list_command(paths: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- run
-def _looks_like_path(target: str) -> bool:
-    return target.endswith(".py") or "/" in target or os.sep in target
-
-
 def _resolve_recipe(target: str) -> Path:
-    if _looks_like_path(target):
+    """The file of the recipe TARGET, a name or a path. As with `python
+    path/to/my_recipe.py`, the folder of a path becomes importable."""
+    if target.endswith(".py") or "/" in target or os.sep in target:
         path = Path(target).expanduser()
         if not path.is_file():
             raise click.BadParameter(
                 f"recipe file {target!r} does not exist.", param_hint="'RECIPE'"
             )
+        sys.path.insert(0, str(path.resolve().parent))
         return path
     recipes = _recipes.find_recipes()
     name = target.replace("-", "_")
@@ -149,9 +139,6 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
     `kerasteps run RECIPE --help` shows its options.
     """
     path = _resolve_recipe(recipe)
-    if _looks_like_path(recipe):
-        # Like `python path/to/my_recipe.py`: its folder is importable.
-        sys.path.insert(0, str(path.resolve().parent))
     try:
         # A recipe file that imports TensorFlow at its top prints TensorFlow's
         # start-up lines here; they are held back (`--verbose` keeps them).
@@ -176,16 +163,16 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
 
 def _recipe_error(error: BaseException, path: Path) -> str:
     """The error of a recipe file, with its own frames only (not the launcher's)."""
+    message = traceback.format_exception_only(error)
     if isinstance(error, SyntaxError):
-        return "".join(traceback.format_exception_only(type(error), error))
+        return "".join(message)
     mine = os.path.realpath(path)
     frames = [
         frame
         for frame in traceback.extract_tb(error.__traceback__)
         if os.path.realpath(frame.filename) == mine
     ]
-    lines = traceback.format_list(frames) if frames else []
-    return "".join(lines + traceback.format_exception_only(type(error), error))
+    return "".join(traceback.format_list(frames) + message)
 
 
 # -------------------------------------------------------------------------- board
@@ -212,40 +199,25 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_until_serving(
-    process: subprocess.Popen, host: str, port: int, timeout: float = 300.0
-) -> bool:
+def _wait_until_serving(process: subprocess.Popen, host: str, port: int) -> bool:
     """True once TensorBoard answers on `host:port`; False if it exits first (or
-    takes more than `timeout` seconds)."""
+    takes more than 5 minutes)."""
     import time
-    import urllib.error
     import urllib.request
 
     probe = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(_url(probe, port) + "data/runs", timeout=2):
                 return True
-        except (urllib.error.URLError, OSError):
+        except OSError:  # urllib's URLError included
             time.sleep(0.2)
     return False
 
 
 @main.command(context_settings=_CONTEXT)
-@click.argument(
-    "log_dir", type=_LOG_DIR, default="logs", required=False, callback=_log_dir_to_read
-)
+@click.argument("log_dir", type=_LOG_DIR, default="logs", callback=_log_dir_to_read)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address.")
 @click.option("--port", type=click.IntRange(1, 65535), default=6006, show_default=True)
 @click.argument("tensorboard_args", nargs=-1, type=click.UNPROCESSED)
@@ -285,7 +257,13 @@ def board(
     except KeyboardInterrupt:
         code = 0
     finally:
-        _stop(process)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         signal.signal(signal.SIGTERM, previous)
     if code:
         click.echo(f"TensorBoard exited with status {code}.", err=True)
@@ -293,37 +271,30 @@ def board(
 
 
 # ------------------------------------------------------------------ plot, summary
-def _without_tensorflow() -> None:
-    """Lets TensorBoard's event reader run on its own TensorFlow stub.
+def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
+    """Reads the scalars of LOG_DIR, keeping TAGS if given; usage errors exit 2.
 
-    TensorBoard imports TensorFlow, when it is installed, for its record reader,
-    with TensorFlow's start-up lines: `kerasteps summary` of a small run took 4.1 s
-    with it, 0.36 s without (2 CPU cores). Its stub reads the same files as fast
-    (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub). TensorBoard's
-    own switch is a module (see `kerasteps._compat.use_tensorboard_stub`). Only for
-    the launcher's own process, and only while TensorFlow is not imported.
+    TensorBoard's event reader runs on its own TensorFlow stub unless TensorFlow is
+    imported already: TensorBoard imports TensorFlow, when it is installed, for its
+    record reader, with TensorFlow's start-up lines. `kerasteps summary` of a small
+    run took 4.1 s with it, 0.36 s without (2 CPU cores), and the stub reads the same
+    files as fast (200,000 scalars: 10.5 s with TensorFlow, 9.5 s with the stub).
+    TensorBoard's own switch is a module (see `kerasteps._compat.use_tensorboard_stub`).
     """
-    if "tensorflow" not in sys.modules:
-        from kerasteps import _compat
+    from kerasteps import _compat, event_files
 
+    if "tensorflow" not in sys.modules:
         _compat.use_tensorboard_stub()
 
-
-def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
-    """Reads the scalars of LOG_DIR, keeping TAGS if given; usage errors exit 2."""
-    _without_tensorflow()
-    from kerasteps import event_files
-
-    hint = "'LOG_DIR'"
     if not event_files.find_runs(log_dir):
         raise click.BadParameter(
-            f"no TensorBoard event files under {log_dir!r}.", param_hint=hint
+            f"no TensorBoard event files under {log_dir!r}.", param_hint="'LOG_DIR'"
         )
     scalars = event_files.read_scalars(log_dir)
     if not scalars:
         raise click.BadParameter(
             f"the event files under {log_dir!r} hold no scalar summaries.",
-            param_hint=hint,
+            param_hint="'LOG_DIR'",
         )
     if tags:
         known = sorted({tag for run in scalars.values() for tag in run})
@@ -337,8 +308,8 @@ def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
         scalars = {
             run: {tag: run_tags[tag] for tag in tags if tag in run_tags}
             for run, run_tags in scalars.items()
+            if not run_tags.keys().isdisjoint(tags)
         }
-        scalars = {run: run_tags for run, run_tags in scalars.items() if run_tags}
     return scalars
 
 
@@ -366,7 +337,7 @@ def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
 )
 @click.option(
     "--xscale",
-    type=click.Choice(["auto", "linear", "log"]),
+    type=click.Choice(_plot.XSCALES),
     default="auto",
     show_default=True,
     help="Step axis; auto is log when the runs' last steps differ more than 20x.",
@@ -398,12 +369,9 @@ def plot(
     NaN and inf points are not drawn; their panel says how many there were.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from kerasteps.cli import _plot
 
     extension = Path(output).suffix.lstrip(".").lower()
-    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    formats = FigureCanvasAgg.get_supported_filetypes()
     if extension not in formats:
         raise click.BadParameter(
             f"unsupported image format {output!r}; use one of "
@@ -423,9 +391,8 @@ def plot(
             param_hint="'--output'",
         ) from None
     ends = _plot.run_ends(scalars, tag_list)
-    click.echo(
-        f"Wrote {output} ({_count(len(tag_list), 'tag')}, {_count(len(ends), 'run')})."
-    )
+    counts = f"{_plot.count(len(tag_list), 'tag')}, {_plot.count(len(ends), 'run')}"
+    click.echo(f"Wrote {output} ({counts}).")
     if left_out:
         click.echo(_plot.left_out_line(left_out, scalars))
     if xscale == "auto" and scale == "log":
@@ -433,11 +400,6 @@ def plot(
             f"Log step axis: the runs end between step {min(ends.values())} and "
             f"step {max(ends.values())}; --xscale linear for a linear one."
         )
-
-
-def _count(number: int, noun: str) -> str:
-    """`_count(1, "run")` is "1 run", `_count(3, "run")` "3 runs"."""
-    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def best_mode(tag: str) -> str | None:
@@ -469,15 +431,18 @@ def best_mode(tag: str) -> str | None:
     ['min', 'max', None, None]
     """
     lower = tag.lower()
-    first = lower.split("/", 1)[0]
-    if first in _UNDIRECTED_PREFIXES or lower.endswith(_UNDIRECTED_SUFFIX):
-        return None
-    if set(re.split(r"[^a-z0-9]+", lower)) & _GAN_ROLE_WORDS:
+    # No direction whatever the words: learning rates, step counters, throughput
+    # (kerasteps.callbacks.Throughput) and a GAN player's tags.
+    if (
+        lower.split("/", 1)[0] in ("learning_rate", "counters")
+        or lower.endswith("_per_second")
+        or set(re.split(r"[^a-z0-9]+", lower)) & _GAN_ROLE_WORDS
+    ):
         return None
     words = set(re.split(r"[^a-z0-9]+", lower.rsplit("/", 1)[-1]))
     if words & _LOSS_WORDS:
         return "min"
-    if words & _ACCURACY_WORDS:
+    if words & _plot._ACCURACY_WORDS:
         return "max"
     return None
 
@@ -492,27 +457,20 @@ def _summary_row(run: str, tag: str, points: list) -> tuple[str, ...]:
     """One row of `kerasteps summary`: BEST and BEST_STEP, or MIN and MAX."""
     from kerasteps.formatting import format_value
 
-    def text(value: float) -> str:
-        return format_value(value, name=tag)
-
+    text = functools.partial(format_value, name=tag)
+    # NaN points are left out; without any point left, the value is nan, at no step.
     values = [(step, value) for step, value, *_ in points if not math.isnan(value)]
+    values = values or [(_NOT_APPLICABLE, math.nan)]
     mode = best_mode(tag)
-    best = best_step = low = high = _NOT_APPLICABLE
-    if mode is not None:
-        pick = min if mode == "min" else max
-        if values:  # the first step that reached the best value
-            step, value = pick(values, key=lambda point: point[1])
-            best, best_step = text(value), str(step)
-        else:
-            best = "nan"
-    elif values:
-        low = text(min(value for _, value in values))
-        high = text(max(value for _, value in values))
-    else:
-        low = high = "nan"
-    last_step, last = points[-1][0], points[-1][1]
-    counts = (str(len(points)), str(last_step))
-    return (run, tag, *counts, text(last), best, best_step, low, high)
+    if mode is None:
+        low = min(value for _, value in values)
+        high = max(value for _, value in values)
+        cells = (_NOT_APPLICABLE, _NOT_APPLICABLE, text(low), text(high))
+    else:  # the first step that reached the best value
+        step, value = (min if mode == "min" else max)(values, key=lambda p: p[1])
+        cells = (text(value), str(step), _NOT_APPLICABLE, _NOT_APPLICABLE)
+    last_step, last = points[-1][:2]
+    return (run, tag, str(len(points)), str(last_step), text(last), *cells)
 
 
 @main.command(context_settings=_CONTEXT)

@@ -9,6 +9,7 @@ half second that the parent is still this process's parent, and exits if not.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -21,47 +22,36 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with(parent: int) -> None:
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):  # the watchdog still works
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the watchdog below still works
 
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(0)
+    def watch() -> None:  # its first look also covers a parent dead already
+        while os.getppid() == parent:
             time.sleep(0.5)
+        os._exit(0)
 
     threading.Thread(target=watch, name="kerasteps-board-watchdog", daemon=True).start()
-    if os.getppid() != parent:  # the parent died before the watch began
-        os._exit(0)
 
 
 def _provide_pkg_resources() -> None:
     """TensorBoard < 2.21 imports `pkg_resources`, which setuptools >= 82 no longer
     has (and Python >= 3.12 venvs have no setuptools at all). It uses two names:
     `iter_entry_points` (dynamic plugins) and `parse_version`; give it those."""
-    try:
-        import pkg_resources  # noqa: F401
-
-        return
-    except ImportError:
-        pass
     import types
-    from importlib import metadata
+    from importlib import metadata, util
+
+    if util.find_spec("pkg_resources") is not None:
+        return
 
     from packaging.version import parse as parse_version  # a TensorFlow dependency
 
-    class _EntryPoint:
-        def __init__(self, entry_point: metadata.EntryPoint) -> None:
-            self.name = entry_point.name
-            self.resolve = self.load = entry_point.load
-
     def iter_entry_points(group: str, name: str | None = None):
-        for entry_point in metadata.entry_points(group=group):
-            if name is None or entry_point.name == name:
-                yield _EntryPoint(entry_point)
+        for entry in metadata.entry_points(group=group):
+            if name is None or entry.name == name:
+                yield types.SimpleNamespace(
+                    name=entry.name, load=entry.load, resolve=entry.load
+                )
 
     shim = types.ModuleType("pkg_resources")
     shim.iter_entry_points = iter_entry_points
@@ -70,8 +60,7 @@ def _provide_pkg_resources() -> None:
 
 
 def main() -> None:
-    parent = int(sys.argv[1])
-    _die_with(parent)
+    _die_with(int(sys.argv[1]))
     from kerasteps import _startup
 
     _startup.quiet_startup(keras=False)  # TensorFlow without its start-up lines

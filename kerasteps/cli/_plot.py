@@ -50,18 +50,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = [
-    "LOG_RATIO",
-    "XSCALES",
-    "choose_tags",
-    "choose_xscale",
-    "left_out_line",
-    "make_figure",
-    "non_finite_note",
-    "order_tags",
-    "run_ends",
-]
-
 #: `{run: {tag: [(step, value), ...]}}`, as `kerasteps.event_files.read_scalars`
 #: returns.
 Scalars = Mapping[str, Mapping[str, Sequence[tuple]]]
@@ -94,21 +82,18 @@ def _natural(text: str) -> tuple:
     )
 
 
-def _kind(tag: str) -> tuple[int, bool, str]:
-    """Returns (group, is_validation, name without `val_`) of a tag."""
-    parts = tag.lower().split("/")
-    last = parts[-1]
+def _order_key(tag: str) -> tuple:
+    """Sort key of a tag: its group first, then plain `loss` before the group's other
+    tags, the natural order of its name without `val_`, and `val_x` after `x`."""
+    *folders, last = tag.lower().split("/")
     validation = last.startswith("val_")
-    if validation:
-        last = last[len("val_") :]
-    name = "/".join([*parts[:-1], last])
+    last = last.removeprefix("val_")
     base = re.sub(r"^(epoch|batch)_", "", last)
     words = set(re.split(r"[^a-z0-9]+", base))
-    if len(parts) > 1 and parts[0] == "counters":
+    top = folders[0] if folders else ""
+    if top == "counters":
         group = _COUNTER
-    elif base in _LEARNING_RATE_NAMES or (
-        len(parts) > 1 and parts[0] in _LEARNING_RATE_NAMES
-    ):
+    elif base in _LEARNING_RATE_NAMES or top in _LEARNING_RATE_NAMES:
         group = _LEARNING_RATE
     elif words & _TIME_WORDS:
         group = _TIMING
@@ -118,14 +103,8 @@ def _kind(tag: str) -> tuple[int, bool, str]:
         group = _ACCURACY
     else:
         group = _OTHER
-    return group, validation, name
-
-
-def _order_key(tag: str) -> tuple:
-    group, validation, name = _kind(tag)
-    base = re.sub(r"^(epoch|batch)_", "", name.rsplit("/", 1)[-1])
     first = 0 if group == _LOSS and base == "loss" else 1
-    return group, first, _natural(name), validation, tag
+    return group, first, _natural("/".join([*folders, last])), validation, tag
 
 
 def order_tags(tags: Iterable[str]) -> list[str]:
@@ -151,17 +130,22 @@ def order_tags(tags: Iterable[str]) -> list[str]:
     return sorted(tags, key=_order_key)
 
 
-def _is_constant(series: list[Sequence[tuple]]) -> bool:
-    """True if each run's values are finite and equal, and some run has two."""
-    if not any(len(points) > 1 for points in series):
-        return False
-    for points in series:
-        values = [point[1] for point in points]
-        if not all(math.isfinite(value) for value in values):
-            return False
-        if any(value != values[0] for value in values):
-            return False
-    return True
+def _left_out_reason(scalars: Scalars, tag: str) -> str | None:
+    """`"step counter"`, `"constant"` (each run's values finite and equal, and some
+    run has two or more) or None: why the figure leaves `tag` out by default."""
+    if _order_key(tag)[0] == _COUNTER:
+        return "step counter"
+    runs = [
+        [point[1] for point in run_tags[tag]]
+        for run_tags in scalars.values()
+        if tag in run_tags
+    ]
+    constant = any(len(values) > 1 for values in runs) and all(
+        math.isfinite(value) and value == values[0]
+        for values in runs
+        for value in values
+    )
+    return "constant" if constant else None
 
 
 def choose_tags(
@@ -185,20 +169,11 @@ def choose_tags(
     every = order_tags({tag for run_tags in scalars.values() for tag in run_tags})
     if show_all:
         return every, []
-    drawn: list[str] = []
-    left_out: list[tuple[str, str]] = []
-    for tag in every:
-        if _kind(tag)[0] == _COUNTER:
-            left_out.append((tag, "step counter"))
-        elif _is_constant(
-            [run_tags[tag] for run_tags in scalars.values() if tag in run_tags]
-        ):
-            left_out.append((tag, "constant"))
-        else:
-            drawn.append(tag)
+    reasons = {tag: _left_out_reason(scalars, tag) for tag in every}
+    drawn = [tag for tag, reason in reasons.items() if reason is None]
     if not drawn:
         return every, []
-    return drawn, left_out
+    return drawn, [(tag, reason) for tag, reason in reasons.items() if reason]
 
 
 def left_out_line(
@@ -247,12 +222,11 @@ def left_out_line(
 
 def run_ends(scalars: Scalars, tags: Sequence[str]) -> dict[str, int]:
     """The last step of each run among `tags` (runs without them are left out)."""
-    ends: dict[str, int] = {}
-    for run, run_tags in scalars.items():
-        steps = [point[0] for tag in tags for point in run_tags.get(tag, ())]
-        if steps:
-            ends[run] = max(steps)
-    return ends
+    steps = {
+        run: [point[0] for tag in tags for point in run_tags.get(tag, ())]
+        for run, run_tags in scalars.items()
+    }
+    return {run: max(run_steps) for run, run_steps in steps.items() if run_steps}
 
 
 def choose_xscale(scalars: Scalars, tags: Sequence[str], xscale: str = "auto") -> str:
@@ -291,8 +265,9 @@ def choose_xscale(scalars: Scalars, tags: Sequence[str], xscale: str = "auto") -
     return "log" if max(ends) > LOG_RATIO * max(min(ends), 1) else "linear"
 
 
-def _values(count: int) -> str:
-    return f"{count} value" + ("" if count == 1 else "s")
+def count(number: int, noun: str) -> str:
+    """`count(1, "run")` is "1 run", `count(3, "run")` "3 runs"."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def non_finite_note(values: Sequence[float]) -> str:
@@ -313,9 +288,9 @@ def non_finite_note(values: Sequence[float]) -> str:
     if len(bad) == len(values):
         if len(values) == 1:
             return f"its only value is {kind}"
-        return f"all {_values(len(values))} are {kind}"
+        return f"all {count(len(values), 'value')} are {kind}"
     verb = "is" if len(bad) == 1 else "are"
-    return f"{len(bad)} of {_values(len(values))} {verb} {kind} (not drawn)"
+    return f"{len(bad)} of {count(len(values), 'value')} {verb} {kind} (not drawn)"
 
 
 def make_figure(
@@ -351,10 +326,7 @@ def make_figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    runs = sorted(
-        (run for run in scalars if any(tag in scalars[run] for tag in tags)),
-        key=_natural,
-    )
+    runs = sorted(run_ends(scalars, tags), key=_natural)
     columns = min(2, len(tags))
     rows = math.ceil(len(tags) / columns)
     figure = Figure(figsize=(6 * columns, 3.6 * rows), layout="constrained")
@@ -364,17 +336,30 @@ def make_figure(
         axes = figure.add_subplot(
             rows, columns, index + 1, sharex=figure.axes[0] if index else None
         )
-        notes, drawn = _draw_runs(axes, scalars, runs, tag, handles)
+        _draw_runs(axes, scalars, runs, tag, handles)
         _style_panel(axes, tag, xscale)
-        _write_notes(axes, notes, drawn)
-    _add_legend(figure, [run for run in runs if run in handles], handles, columns)
+    # One legend above the panels naming the drawn runs, read row by row (Matplotlib
+    # fills a legend column by column).
+    named = [run for run in runs if run in handles]
+    if named:
+        ncols = min(len(named), 2 * columns)
+        named = [named[i] for j in range(ncols) for i in range(j, len(named), ncols)]
+        figure.legend(
+            [handles[run] for run in named],
+            named,
+            loc="outside upper center",
+            ncols=ncols,
+            fontsize="small",
+            frameon=False,
+        )
     return figure
 
 
 def _draw_runs(
     axes: Axes, scalars: Scalars, runs: list[str], tag: str, handles: dict[str, object]
-) -> tuple[list[str], bool]:
-    """Draws each run's finite points of `tag`; returns (notes, anything drawn).
+) -> None:
+    """Draws each run's finite points of `tag`, and notes of the others: centred in
+    a panel without a line, else bottom left.
 
     Adds each run's first line to `handles`, for the one legend.
     """
@@ -382,7 +367,7 @@ def _draw_runs(
     # inf points included) in its data limits.
     steps = [p[0] for run in runs for p in scalars[run].get(tag, ())]
     axes.update_datalim([(step, 0.0) for step in steps], updatey=False)
-    notes, drawn = [], False
+    notes = []
     for color, run in enumerate(runs):
         points = scalars[run].get(tag)
         if not points:
@@ -400,8 +385,18 @@ def _draw_runs(
                 label=run,
             )
             handles.setdefault(run, line)
-            drawn = True
-    return notes, drawn
+    if notes and not axes.lines:
+        axes.set_yticks([])
+        axes.text(
+            0.5, 0.5, "\n".join(notes), transform=axes.transAxes,
+            ha="center", va="center", color="0.3",
+        )  # fmt: skip
+    elif notes:
+        axes.text(
+            0.02, 0.03, "\n".join(notes), transform=axes.transAxes,
+            ha="left", va="bottom", fontsize="small", color="0.3",
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
+        )  # fmt: skip
 
 
 def _style_panel(axes: Axes, tag: str, xscale: str) -> None:
@@ -418,38 +413,3 @@ def _style_panel(axes: Axes, tag: str, xscale: str) -> None:
         )
         axes.set_xlabel("global step")
     axes.grid(True, alpha=0.3)
-
-
-def _write_notes(axes: Axes, notes: list[str], drawn: bool) -> None:
-    """The non-finite notes: centred in an empty panel, else bottom left."""
-    if notes and not drawn:
-        axes.set_yticks([])
-        axes.text(
-            0.5, 0.5, "\n".join(notes), transform=axes.transAxes,
-            ha="center", va="center", color="0.3",
-        )  # fmt: skip
-    elif notes:
-        axes.text(
-            0.02, 0.03, "\n".join(notes), transform=axes.transAxes,
-            ha="left", va="bottom", fontsize="small", color="0.3",
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
-        )  # fmt: skip
-
-
-def _add_legend(
-    figure: Figure, named: list[str], handles: dict[str, object], columns: int
-) -> None:
-    """One legend above the panels naming the drawn runs, read row by row."""
-    if not named:
-        return
-    ncols = min(len(named), 2 * columns)
-    # Matplotlib fills the legend column by column; this reads row by row.
-    named = [named[i] for j in range(ncols) for i in range(j, len(named), ncols)]
-    figure.legend(
-        [handles[run] for run in named],
-        named,
-        loc="outside upper center",
-        ncols=ncols,
-        fontsize="small",
-        frameon=False,
-    )

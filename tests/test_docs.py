@@ -28,8 +28,9 @@ def relative_links(page: Path) -> list[str]:
 
 
 def test_readme_is_a_five_minute_read():
-    """Under 350 lines, and its first screen (80 lines) holds the quickstart: the
-    two commands and what the first one prints."""
+    """Under 350 lines, and its first screen (80 lines) holds why kerasteps (the
+    three measurements of Keras) and the quickstart: the two commands and what the
+    first one prints."""
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) < 350
     first = "\n".join(lines[:80])
@@ -37,6 +38,9 @@ def test_readme_is_a_five_minute_read():
     assert "python -m pip install -e . && kerasteps run global_step" in first
     assert 'python -m pip install -e ".[test,jax]" && python -m pytest -n 2' in first
     assert "Global step after training: " in first
+    assert "## Why kerasteps, not Keras's built-ins" in first
+    for case in ("tensorboard", "checkpoint", "earlystopping"):
+        assert f"keras_builtins.py {case}" in first or f"... {case}" in first
 
 
 def test_every_relative_link_points_to_a_file():

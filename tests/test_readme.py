@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import keras
 import pytest
 
 from kerasteps._startup import is_noise
@@ -112,6 +113,41 @@ def test_quickstart_prints_what_the_readme_shows(tmp_path):
     logged = [line for line in shown if line.startswith("INFO:")]
     assert result.stderr.splitlines() == logged
     assert result.stdout.splitlines() == [line for line in shown if line not in logged]
+
+
+def test_why_kerasteps_quotes_what_keras_does_as_measured():
+    """The "why" section's figures about Keras are what its command measures now
+    (Keras's own callbacks, 2 tiny models: about 12 s)."""
+    why = section("Why kerasteps, not Keras's built-ins")
+    assert "python benchmarks/keras_builtins.py" in why
+    readme = (ROOT / "README.md").read_text().splitlines()
+    assert readme.index("## Why kerasteps, not Keras's built-ins") < 20
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "keras_builtins.py")],
+        capture_output=True,
+        text=True,
+        env=user_environment(),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    measured = result.stdout
+    # Each figure quoted in the section, and the line of the output that has it.
+    quoted = {
+        "[50, 100, 150, 200, 50, 100, 150, 200]": "'batch_loss' at steps [50, 100, "
+        "150, 200, 50, 100, 150, 200]",
+        "50 to 400": "'loss' at steps [50, 100, 150, 200, 250, 300, 350, 400]",
+        "8 times in 40 batches": "2 epochs x 20 batches: 'best' file written 8 "
+        "times, 0 of them with val_loss known",
+        "at `wait=2`": "before the interruption: wait=2,",
+        "`wait=0,\n  best=None`": "after the resume (at epoch 4): wait=0, best=None",
+        "after 7 epochs instead of 4": "uninterrupted, stopped after 4 epochs; "
+        "interrupted before epoch 4, stopped after 7 epochs",
+    }
+    minor = ".".join(keras.__version__.split(".")[:2])  # the Keras installed
+    assert f"What Keras {minor} does" in why
+    for in_readme, in_output in quoted.items():
+        assert in_readme in why, in_readme
+        assert in_output in measured, (in_output, measured)
 
 
 def test_paste_snippet_runs_without_warnings(tmp_path):

@@ -133,14 +133,14 @@ def test_why_kerasteps_quotes_what_keras_does_as_measured():
     measured = result.stdout
     # Each figure quoted in the section, and the line of the output that has it.
     quoted = {
-        "[50, 100, 150, 200, 50, 100, 150, 200]": "'batch_loss' at steps [50, 100, "
+        "[50, 100, 150, 200, 50,\n  100, 150, 200]": "'batch_loss' at steps [50, 100, "
         "150, 200, 50, 100, 150, 200]",
         "50 to 400": "'loss' at steps [50, 100, 150, 200, 250, 300, 350, 400]",
-        "8 times in 40 batches": "2 epochs x 20 batches: 'best' file written 8 "
+        "8 times in 40\n  batches": "2 epochs x 20 batches: 'best' file written 8 "
         "times, 0 of them with val_loss known",
         "at `wait=2`": "before the interruption: wait=2,",
-        "`wait=0,\n  best=None`": "after the resume (at epoch 4): wait=0, best=None",
-        "after 7 epochs instead of 4": "uninterrupted, stopped after 4 epochs; "
+        "`wait=0, best=None`": "after the resume (at epoch 4): wait=0, best=None",
+        "after 7 epochs\n  instead of 4": "uninterrupted, stopped after 4 epochs; "
         "interrupted before epoch 4, stopped after 7 epochs",
     }
     minor = ".".join(keras.__version__.split(".")[:2])  # the Keras installed

@@ -498,28 +498,58 @@ class ProgbarFromStep:
 
     Keras's time-per-step estimate assumes the count starts at 0; a resumed run
     starts at its checkpoint's step, so the estimate (and the ETA) here use only
-    the steps since `initial`, and leave out the first update (tracing). Every
-    value is shown as it is, never averaged over time (the caller reduced it).
+    the steps since `initial`. The first update that counts a step (it includes
+    tracing) only starts the clock and draws nothing: Keras's line always shows
+    an ETA before the last update, and one from that update alone is far off
+    (hours for a 3000-step run). From the next update on the ETA and the time per
+    step come from the rate since the first update. A final update
+    (`finalize=True`) is always drawn. Every value is shown as it is, never
+    averaged over time (the caller reduced it), as `LogEvery`'s lines print it
+    (`kerasteps.formatting.format_value`: `265.618600`, not `265.6186`).
 
     Why: the estimate is the private `_estimate_step_duration`, the count the
-    private `_seen_so_far`; and Keras < 3.15 has no `stateless_metrics=()` to say
-    "average none", so each name is added to the public `stateful_metrics`.
+    private `_seen_so_far`; Keras's line (`verbose=1`) shows a value it holds as
+    text in its private `_values` as that text, where it formats a number itself
+    (`%.4f`); and it has no way to leave the ETA out but a final line, so the
+    first update is made with `verbose=0` (it counts and draws nothing).
 
     Args:
         target: The bar's target.
         initial: The count the bar starts at.
-        **kwargs: `Progbar`'s other arguments.
+        **kwargs: `Progbar`'s other arguments; `verbose` 0 or 1 (Keras's
+            `verbose=2` line reads each value as a number).
     """
 
     def __init__(self, target: int, initial: int, **kwargs: Any):
         super().__init__(target, **kwargs)
+        if self.verbose not in (0, 1):
+            raise ValueError(f"`verbose` must be 0 or 1, received {self.verbose!r}.")
         self._initial = initial
         self._seen_so_far = initial
         self._first_update: tuple[int, float] | None = None
 
+    @property
+    def started(self) -> bool:
+        """True once an update counted a step: the next one is drawn, with an ETA
+        from the rate since."""
+        return self._first_update is not None
+
     def update(self, current, values=None, finalize=None):
-        self.stateful_metrics.update(name for name, _ in values or ())
-        super().update(current, values, finalize=finalize)
+        from kerasteps.formatting import format_value
+
+        for name, value in values or ():
+            if name not in self._values_order:
+                self._values_order.append(name)
+            self._values[name] = format_value(value, name)
+        if finalize is None:
+            finalize = self.target is not None and current >= self.target
+        verbose = self.verbose
+        if not (self.started or finalize):
+            self.verbose = 0  # the first update starts the clock: no line yet
+        try:
+            super().update(current, finalize=finalize)
+        finally:
+            self.verbose = verbose
 
     def _estimate_step_duration(self, current, now):
         done = current - self._initial
@@ -527,7 +557,7 @@ class ProgbarFromStep:
             return 0
         if self._first_update is None:
             self._first_update = (current, now)
-            return (now - self._start) / done
+            return (now - self._start) / done  # drawn on a final line only
         first_step, first_time = self._first_update
         if current > first_step:
             return (now - first_time) / (current - first_step)

@@ -24,8 +24,10 @@ class _GlobalStepProgbar(_compat.ProgbarFromStep, keras.utils.Progbar):
     """A `Progbar` whose count starts at the run's first global step.
 
     A resumed run starts at its checkpoint's step: the time-per-step estimate (and
-    the ETA) use only the steps of this run, and leave out the first execution
-    (tracing). Every value is shown as it is (the callback reduced it already).
+    the ETA) use only the steps of this run. The first update (its step includes
+    tracing) starts the clock and draws nothing; the ETA comes from the rate since.
+    Every value is shown as it is (the callback reduced it already), formatted as
+    `LogEvery` prints it.
     """
 
 
@@ -71,12 +73,16 @@ class StepProgressBar(StepCallback):
     Keras's bar restarts every epoch and counts batches; this one counts global
     steps up to `total_steps` (the planned end, e.g. `StopAtStep`'s `max_steps`)
     across all epochs, starts at the restored step when a run resumes, and shows
-    the ETA (from this run's speed) and the latest value of every logged metric
-    and provided value (`val_loss`, `steps_per_second`). The values shown are
-    refreshed at most every `interval` seconds; each is the mean over the steps
-    since the previous refresh (`reduce="mean"`). It is exact with
-    `steps_per_execution` (the bar moves by K steps per batch end). The last line,
-    printed when training ends, shows the final global step.
+    the ETA and the latest value of every logged metric and provided value
+    (`val_loss`, `steps_per_second`). The ETA and the time per step come from this
+    run's steady speed: the bar is first drawn at its second update, the first
+    (whose step includes tracing) only starts its clock. Values read as in
+    `LogEvery`'s lines (`kerasteps.formatting.format_value`: `loss: 265.618600`,
+    `steps_per_second: 16.27`). The values shown are refreshed at most every
+    `interval` seconds; each is the mean over the steps since the previous refresh
+    (`reduce="mean"`). It is exact with `steps_per_execution` (the bar moves by K
+    steps per batch end). The last line, printed when training ends, shows the
+    final global step.
 
     It is Keras's own `keras.utils.Progbar`. Pass `verbose=0` to `fit()` so Keras
     does not draw its per-epoch bar as well.
@@ -95,9 +101,9 @@ class StepProgressBar(StepCallback):
 
     Off a terminal (stdout to a pipe or a file) the bar writes whole lines only,
     never a line without its newline, so log lines sent to the same place never
-    join it: one line at the run's first step, one each time the step crosses a
-    tenth of `total_steps`, and the final line when training ends; without colour
-    codes.
+    join it: one line at the run's second step (the first with a steady speed),
+    one each time the step crosses a tenth of `total_steps`, and the final line
+    when training ends; without colour codes.
 
     Args:
         total_steps: Positive int, the global step at which the run is planned to
@@ -183,11 +189,15 @@ class StepProgressBar(StepCallback):
         )
 
     def _line_due(self, step: int) -> bool:
-        """Off a terminal: the run's first step, then each tenth of the run."""
+        """Off a terminal: the run's second step (the first starts the bar's clock
+        and draws nothing), then each tenth of the run."""
         if not self._line.whole_lines:
             return True
         if step < self._next_line or step >= self.total_steps:
             return False  # the final line comes at the run's end
+        if not self.progbar.started:
+            self._next_line = step + 1  # the first line at the next update
+            return True
         tenth = -(-self.total_steps // 10)
         self._next_line = (step // tenth + 1) * tenth
         return True

@@ -23,13 +23,7 @@ __version__ = "0.1.0"
 
 _FROM_STEPS = ("count_optimizer_steps", "global_step", "step_counters")
 
-__all__ = [
-    "Every",
-    *_FROM_STEPS,
-    "__version__",
-    "load_model",
-    "quiet_startup",
-]
+__all__ = ["Every", *_FROM_STEPS, "__version__", "load_model", "quiet_startup"]
 
 
 def __getattr__(name: str) -> Any:

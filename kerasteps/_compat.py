@@ -276,69 +276,43 @@ def patch_tf_multi_worker() -> None:
     Why: both failures are inside the trainer's private functions
     (tensorflow/tensorflow#72388); no public option changes them.
     """
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    tf_trainer.reduce_per_replica = _reduce_scalars_with_axis_none(
-        tf_trainer.reduce_per_replica
-    )
-    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _build_on_one_replica(
-        tf_trainer.TensorFlowTrainer._maybe_symbolic_build
-    )
-
-
-def _reduce_scalars_with_axis_none(original_reduce: Callable) -> Callable:
-    """Keras's `reduce_per_replica`, but averaging scalar logs across workers
-    with `axis=None` (Keras reduces them with `axis=0`)."""
-    import keras
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    def reduce_per_replica(values, strategy, reduction):
-        if tf_trainer._collective_all_reduce_multi_worker(strategy) and reduction in (
-            "auto",
-            "mean",
-        ):
-
-            def _mean(value):
-                rank = getattr(getattr(value, "shape", None), "rank", None)
-                axis = None if rank in (0, None) else 0
-                return strategy.reduce("MEAN", value, axis=axis)
-
-            return keras.tree.map_structure(_mean, values)
-        return original_reduce(values, strategy, reduction)
-
-    return reduce_per_replica
-
-
-def _build_on_one_replica(original_build: Callable) -> Callable:
-    """Keras's `_maybe_symbolic_build`, but building a multi-worker model on the
-    first replica's part of a batch, element by element."""
     import keras
     import tensorflow as tf
     from keras.src.backend.tensorflow import trainer as tf_trainer
 
+    multi_worker = tf_trainer._collective_all_reduce_multi_worker
+    original_reduce = tf_trainer.reduce_per_replica
+    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+
+    def reduce_per_replica(values, strategy, reduction):
+        if not multi_worker(strategy) or reduction not in ("auto", "mean"):
+            return original_reduce(values, strategy, reduction)
+
+        def mean(value):
+            rank = getattr(getattr(value, "shape", None), "rank", None)
+            axis = None if rank in (0, None) else 0
+            return strategy.reduce("MEAN", value, axis=axis)
+
+        return keras.tree.map_structure(mean, values)
+
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = self._distribute_strategy
-        if (
-            iterator is None
-            or strategy is None
-            or not tf_trainer._collective_all_reduce_multi_worker(strategy)
-        ):
+        if iterator is None or strategy is None or not multi_worker(strategy):
             return original_build(self, iterator=iterator, data_batch=data_batch)
+
+        def first_replica(value):
+            if isinstance(value, tf.distribute.DistributedValues):
+                return strategy.experimental_local_results(value)[0]
+            return value
+
         for *_, it in iterator:  # Keras < 3.11: (step, it); later (begin, end, it)
-            batch = next(it)
-            data_batch = keras.tree.map_structure(
-                lambda value: (
-                    strategy.experimental_local_results(value)[0]
-                    if isinstance(value, tf.distribute.DistributedValues)
-                    else value
-                ),
-                batch,
-            )
+            data_batch = keras.tree.map_structure(first_replica, next(it))
             break
         with strategy.scope():
             self._symbolic_build(data_batch=data_batch)
 
-    return _maybe_symbolic_build
+    tf_trainer.reduce_per_replica = reduce_per_replica
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _maybe_symbolic_build
 
 
 # -- optimizers -------------------------------------------------------------------
@@ -383,9 +357,8 @@ def learning_rate_schedule(optimizer: Any) -> Any | None:
     import keras
 
     raw = getattr(optimizer, "_learning_rate", None)
-    if isinstance(raw, keras.optimizers.schedules.LearningRateSchedule):
-        return raw
-    return None
+    schedule = isinstance(raw, keras.optimizers.schedules.LearningRateSchedule)
+    return raw if schedule else None
 
 
 def once_after_build(optimizer: Any, action: Callable[[], None]) -> None:

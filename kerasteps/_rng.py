@@ -64,10 +64,6 @@ def is_reserved(key: str) -> bool:
     return key.startswith(PREFIX)
 
 
-def _on_torch() -> bool:
-    return keras.backend.backend() == "torch"
-
-
 def states() -> dict[str, np.ndarray]:
     """The global generators' states now, by reserved key; `{}` but on PyTorch.
 
@@ -83,7 +79,7 @@ def states() -> dict[str, np.ndarray]:
     >>> keys[:1] == (["rng/torch/cpu"] if keras.backend.backend() == "torch" else [])
     True
     """
-    if not _on_torch():
+    if keras.backend.backend() != "torch":
         return {}
     import torch
 
@@ -94,29 +90,11 @@ def states() -> dict[str, np.ndarray]:
     return found
 
 
-def _expected_size(key: str) -> int | None:
-    """The size of the live generator state of `key`; None if unknown here."""
-    import torch
-
-    if key == _CPU:
-        return int(torch.get_rng_state().numel())
-    index = key[len(_CUDA) :]
-    if (
-        key.startswith(_CUDA)
-        and index.isdigit()
-        and torch.cuda.is_available()
-        and torch.cuda.is_initialized()
-        and int(index) < torch.cuda.device_count()
-    ):
-        return int(torch.cuda.get_rng_state(int(index)).numel())
-    return None
-
-
-def _restorable(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The reserved arrays that set a generator of this process."""
-    if not _on_torch():
-        return {}
-    return {k: a for k, a in arrays.items() if _expected_size(k) is not None}
+def _restorable(arrays: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, int]]:
+    """The reserved arrays that set a generator of this process (one `states`
+    holds), with the size of that generator's live state."""
+    live = states()
+    return {k: (a, live[k].size) for k, a in arrays.items() if k in live}
 
 
 def problems(arrays: dict[str, np.ndarray]) -> list[str]:
@@ -137,8 +115,7 @@ def problems(arrays: dict[str, np.ndarray]) -> list[str]:
     []
     """
     found = []
-    for key, array in _restorable(arrays).items():
-        size = _expected_size(key)
+    for key, (array, size) in _restorable(arrays).items():
         if array.dtype != np.uint8 or array.shape != (size,):
             found.append(
                 f"{key!r} is a {array.dtype} array of shape {array.shape}, not the "
@@ -170,7 +147,7 @@ def restore(arrays: dict[str, np.ndarray]) -> list[str]:
         return []
     import torch
 
-    for key, array in chosen.items():
+    for key, (array, _) in chosen.items():
         state = torch.from_numpy(np.array(array, dtype=np.uint8))
         if key == _CPU:
             torch.set_rng_state(state)

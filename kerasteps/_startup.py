@@ -113,7 +113,8 @@ def filtered_stderr() -> Iterator[None]:
             sys.stderr.flush()
 
 
-def _installed(name: str) -> bool:
+def installed(name: str) -> bool:
+    """Whether the module `name` can be imported (found without importing it)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -145,7 +146,7 @@ def quiet_startup(keras: bool = True) -> None:
     if not verbose():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     with filtered_stderr():
-        if _installed("tensorflow") and "tensorflow" not in sys.modules:
+        if installed("tensorflow") and "tensorflow" not in sys.modules:
             tensorflow = importlib.import_module("tensorflow")
             tensorflow.config.list_physical_devices()
         if keras:

@@ -5,8 +5,8 @@ background thread that talks to the server so that training never waits on it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib.util
 import logging
 import queue
 import threading
@@ -14,6 +14,8 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from kerasteps._startup import installed
 
 logger = logging.getLogger("kerasteps")
 
@@ -37,11 +39,7 @@ def require_mlflow(user: str) -> None:
     Args:
         user: The class that needs it, for the message.
     """
-    try:
-        found = importlib.util.find_spec("mlflow") is not None
-    except ValueError:  # a module `mlflow` without a spec (set to None in a test)
-        found = False
-    if not found:
+    if not installed("mlflow"):  # also False for a module without a spec (None)
         raise ImportError(
             f"{user} needs MLflow's client, which is not installed: "
             "`pip install kerasteps[mlflow]` (mlflow-skinny), or `pip install mlflow`."
@@ -130,21 +128,16 @@ def string_map(values: Mapping[str, Any] | None, name: str) -> dict[str, str]:
 THREAD_PREFIX = "kerasteps-"
 
 
-class _NotFromSenders(logging.Filter):
+def _not_from_senders(record: logging.LogRecord) -> bool:
     """Drops the HTTP library's own retry warnings of the sender threads, which
     give one WARNING of their own for a server that does not answer."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.threadName.startswith(THREAD_PREFIX)
-
-
-_QUIET = _NotFromSenders()
+    return not record.threadName.startswith(THREAD_PREFIX)
 
 
 def _quiet_http_retries() -> None:
     http = logging.getLogger("urllib3.connectionpool")
-    if _QUIET not in http.filters:
-        http.addFilter(_QUIET)
+    if _not_from_senders not in http.filters:
+        http.addFilter(_not_from_senders)
 
 
 class Sender:
@@ -212,46 +205,36 @@ class Sender:
         )
 
     def _drain(self) -> list[tuple]:
-        points = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return points
-            if item is not None:
-                points.extend(item)
+        points: list[tuple] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                points.extend(self._queue.get_nowait() or ())  # None: the run's end
+        return points
 
     def _run(self) -> None:
         setup = self._retry(self._begin, "could not start the run")
         if setup is None:
             return
         client, last, self.uri = setup
-        done = False
-        while not done:
+        item: list[tuple] | None = []
+        while item is not None:
+            points: list[tuple] = []
             item = self._queue.get()
-            points = [] if item is None else list(item)
-            done = item is None
             # What comes in the next GATHER_S goes in the same request.
             deadline = time.monotonic() + GATHER_S
-            while not done:
+            while item is not None:
+                points.extend(item)
+                left = max(0.0, deadline - time.monotonic())
                 try:
-                    more = self._queue.get(
-                        timeout=max(0.0, deadline - time.monotonic())
-                    )
+                    item = self._queue.get(timeout=left)
                 except queue.Empty:
                     break
-                if more is None:
-                    done = True
-                else:
-                    points.extend(more)
             fresh = [p for p in points if p[3] > last.get(p[0], -1)]
             if fresh:
                 self._unsent = fresh
-                sent = self._retry(
-                    functools.partial(self._send, client, fresh), "refused the points"
-                )
-                if sent is None:
-                    return
+                send = functools.partial(self._send, client, fresh)
+                if self._retry(send, "refused the points") is None:
+                    return  # abandoned
                 self._unsent = []
         if self._finish is not None:
             self._retry(lambda: self._finish(client, self.uri), "could not end the run")

@@ -11,11 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def is_int(value: Any) -> bool:
+    """An integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_int(
     name: str, value: Any, minimum: int = 1, *, wrong_type: type = TypeError
 ) -> int:
     """Returns `value` as an int >= `minimum`; raises `wrong_type` for a non-int."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_int(value):
         raise wrong_type(
             f"`{name}` must be an int >= {minimum}, received {value!r} "
             f"of type {type(value).__name__}."
@@ -27,44 +32,36 @@ def check_int(
 
 def check_positive_number(name: str, value: Any, *, allowed: str = "") -> float:
     """Returns `value` as a finite float > 0; `allowed` names other accepted values."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not real or not math.isfinite(value) or value <= 0:
         raise ValueError(
             f"`{name}` must be a finite number > 0{allowed}, received {value!r}."
         )
     return float(value)
 
 
+def _is_sequence(value: Any) -> bool:
+    """A sequence, not a string."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def check_ints(name: str, values: Any, minimum: int = 1) -> tuple[int, ...]:
     """Returns `values` as a tuple of ints >= `minimum`, or raises `ValueError`."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+    if not _is_sequence(values):
         raise ValueError(
             f"`{name}` must be a sequence of ints >= {minimum}, received {values!r}."
         )
-    for value in values:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value < minimum
-        ):
-            raise ValueError(
-                f"`{name}` must be a sequence of ints >= {minimum}, "
-                f"received {tuple(values)!r}."
-            )
+    if not all(is_int(value) and value >= minimum for value in values):
+        raise ValueError(
+            f"`{name}` must be a sequence of ints >= {minimum}, "
+            f"received {tuple(values)!r}."
+        )
     return tuple(int(value) for value in values)
 
 
 def check_image_shape(name: str, value: Any) -> tuple[int, int, int]:
     """Returns `value` as a `(height, width, channels)` tuple of ints >= 1."""
-    if (
-        isinstance(value, (str, bytes))
-        or not isinstance(value, Sequence)
-        or len(value) != 3
-    ):
+    if not _is_sequence(value) or len(value) != 3:
         raise ValueError(
             f"`{name}` must be (height, width, channels), received {value!r}."
         )

@@ -118,13 +118,7 @@ def unique(variables: Iterable[Any]) -> list[Any]:
     >>> len(unique([v, v]))
     1
     """
-    seen: set[int] = set()
-    out = []
-    for variable in variables:
-        if id(variable) not in seen:
-            seen.add(id(variable))
-            out.append(variable)
-    return out
+    return list({id(variable): variable for variable in variables}.values())
 
 
 class Saved:

@@ -3,7 +3,6 @@ feed a GAN step its fresh critic batches."""
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import keras
@@ -12,7 +11,7 @@ import tensorflow as tf
 
 from kerasteps import steps as steps_lib
 from kerasteps._resume_state import ResumeState
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, is_int
 
 __all__ = ["gan_batches", "skip_consumed"]
 
@@ -20,26 +19,22 @@ __all__ = ["gan_batches", "skip_consumed"]
 def _check_batch_size(dataset: tf.data.Dataset, model: keras.Model) -> None:
     """A model restored from a checkpoint resumes on batches of the same size."""
     state = ResumeState.of(model)
-    expected = None
-    if state is not None and state.examples_per_step is not None:
-        expected = (state.examples_per_step, state.source)
+    expected = None if state is None else state.examples_per_step
     spec = tf.nest.flatten(dataset.element_spec)
     shapes = [s.shape for s in spec if hasattr(s, "shape") and s.shape.rank]
     size = shapes[0][0] if shapes else None
-    if expected is None or size is None or size == expected[0]:
+    if expected is None or size is None or size == expected:
         return
     raise ValueError(
         f"`dataset` yields batches of {size} examples, but the checkpoint the model "
-        f"was restored from ({expected[1]}) was trained on {expected[0]}: skipping "
+        f"was restored from ({state.source}) was trained on {expected}: skipping "
         "its batches would not skip the data it trained on. Resume with batches of "
-        f"{expected[0]}, or start a new run."
+        f"{expected}, or start a new run."
     )
 
 
 def skip_consumed(
-    dataset: tf.data.Dataset,
-    step: int | keras.Model,
-    batches_per_step: int = 1,
+    dataset: tf.data.Dataset, step: int | keras.Model, batches_per_step: int = 1
 ) -> tf.data.Dataset:
     """Skips the batches that the steps before `step` already trained on.
 
@@ -107,7 +102,7 @@ def skip_consumed(
     if isinstance(step, keras.Model):
         _check_batch_size(dataset, step)
         step = steps_lib.micro_steps(step)
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+    if not is_int(step) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")
     batches_per_step = check_int("batches_per_step", batches_per_step)
     consumed = int(step) * batches_per_step
@@ -173,17 +168,24 @@ def gan_batches(
     n_critic = check_int("n_critic", n_critic, wrong_type=ValueError)
     size = n_critic * batch_size
     if isinstance(x, tf.data.Dataset):
-        return _from_dataset(x, size, shuffle, seed, repeat)
-    x = _examples_array(x, n_critic, batch_size)
-    elements = len(x) // size
-    examples = tf.constant(x)
-    ds = _index_elements(len(x), size, shuffle, seed, repeat)
-    ds = ds.map(
-        lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
-    )
-    cardinality = tf.data.INFINITE_CARDINALITY if repeat else elements
-    ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-    return _without_autotuning(ds.prefetch(tf.data.AUTOTUNE))
+        ds = _from_dataset(x, size, shuffle, seed, repeat)
+    else:
+        x = _examples_array(x, n_critic, batch_size)
+        examples = tf.constant(x)
+        ds = _index_elements(len(x), size, shuffle, seed, repeat)
+        ds = ds.map(
+            lambda idx: tf.gather(examples, idx), num_parallel_calls=tf.data.AUTOTUNE
+        )
+        cardinality = tf.data.INFINITE_CARDINALITY if repeat else len(x) // size
+        ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
+    # tf.data's autotuning off (its `AUTOTUNE` sizes then fixed): with it on,
+    # destroying the iterator at the end of `fit` waits for the autotuning thread
+    # to wake up: measured on TF 2.21 (2 CPUs), `fit` returned 6-8 s after
+    # `on_train_end` for 8000 WGAN steps (up to 35 s seen in the `wgan` recipe),
+    # and 0.00 s with autotuning off, training as fast.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
 def _examples_array(x: Any, n_critic: int, batch_size: int) -> np.ndarray:
@@ -229,12 +231,9 @@ def _index_elements(
 
 
 def _from_dataset(
-    ds: tf.data.Dataset,
-    size: int,
-    shuffle: bool,
-    seed: int | None,
-    repeat: bool,
+    ds: tf.data.Dataset, size: int, shuffle: bool, seed: int | None, repeat: bool
 ) -> tf.data.Dataset:
+    """Elements of `size` examples of a dataset of single examples."""
     if isinstance(ds.element_spec, tuple):
         ds = ds.map(lambda *t: t[0])
     shape = getattr(ds.element_spec, "shape", None)
@@ -254,18 +253,4 @@ def _from_dataset(
         ds = ds.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    ds = ds.batch(size, drop_remainder=True)
-    return _without_autotuning(ds.prefetch(tf.data.AUTOTUNE))
-
-
-def _without_autotuning(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """`ds` with tf.data's autotuning off (its `AUTOTUNE` sizes then fixed).
-
-    With autotuning on, destroying the iterator at the end of `fit` waits for
-    the autotuning thread to wake up: measured on TF 2.21 (2 CPUs), `fit`
-    returned 6-8 s after `on_train_end` for 8000 WGAN steps (up to 35 s seen in
-    the `wgan` recipe), and 0.00 s with autotuning off, training as fast.
-    """
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return ds.with_options(options)
+    return ds.batch(size, drop_remainder=True)

@@ -35,13 +35,15 @@ def _jax_process() -> tuple[int, int] | None:
     return jax.process_index(), jax.process_count()
 
 
-def _strategy(model_or_strategy: Any = None) -> Any:
+def _resolver(model_or_strategy: Any = None) -> Any:
+    """The cluster resolver of the strategy, or None."""
     import tensorflow as tf
 
     if model_or_strategy is None:
-        return tf.distribute.get_strategy()
-    strategy = getattr(model_or_strategy, "distribute_strategy", None)
-    return strategy if strategy is not None else model_or_strategy
+        strategy = tf.distribute.get_strategy()
+    else:
+        strategy = getattr(model_or_strategy, "distribute_strategy", None)
+    return getattr(strategy or model_or_strategy, "cluster_resolver", None)
 
 
 def task_of(model_or_strategy: Any = None) -> tuple[str | None, int | None]:
@@ -63,9 +65,7 @@ def task_of(model_or_strategy: Any = None) -> tuple[str | None, int | None]:
     if process is not None:
         index, count = process
         return ("process", index) if count > 1 else (None, None)
-    resolver = getattr(_strategy(model_or_strategy), "cluster_resolver", None)
-    if resolver is None:
-        return None, None
+    resolver = _resolver(model_or_strategy)
     return getattr(resolver, "task_type", None), getattr(resolver, "task_id", None)
 
 
@@ -84,21 +84,15 @@ def is_chief(model_or_strategy: Any = None) -> bool:
     >>> is_chief()
     True
     """
-    process = _jax_process()
-    if process is not None:
-        return process[0] == 0
-    strategy = _strategy(model_or_strategy)
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None:
-        return True
-    task_type = getattr(resolver, "task_type", None)
-    task_id = getattr(resolver, "task_id", None)
+    task_type, task_id = task_of(model_or_strategy)
+    if task_type == "process":
+        return task_id == 0
     if task_type is None or task_type == "chief":
         return True
     if task_type != "worker" or task_id not in (0, None):
         return False
     try:
-        cluster = resolver.cluster_spec().as_dict()
+        cluster = _resolver(model_or_strategy).cluster_spec().as_dict()
     except Exception:  # noqa: BLE001 - no cluster spec: a single worker
         return True
     return "chief" not in cluster

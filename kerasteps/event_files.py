@@ -60,17 +60,6 @@ logger = logging.getLogger("kerasteps")
 _SCALARS_PLUGIN = "scalars"
 
 
-def _check_log_dir(log_dir: str | os.PathLike) -> Path:
-    path = Path(log_dir)
-    if not path.exists():
-        raise FileNotFoundError(f"`log_dir` does not exist, received {str(log_dir)!r}.")
-    if not path.is_dir():
-        raise NotADirectoryError(
-            f"`log_dir` must be a directory, received {str(log_dir)!r}."
-        )
-    return path
-
-
 def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
     """Finds the runs under a log directory and their event files.
 
@@ -98,7 +87,13 @@ def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
     >>> list(find_runs(log_dir))
     ['a/train']
     """
-    root = _check_log_dir(log_dir)
+    root = Path(log_dir)
+    if not root.exists():
+        raise FileNotFoundError(f"`log_dir` does not exist, received {str(log_dir)!r}.")
+    if not root.is_dir():
+        raise NotADirectoryError(
+            f"`log_dir` must be a directory, received {str(log_dir)!r}."
+        )
     runs: dict[str, list[Path]] = {}
     seen: set[str] = set()  # real paths, so that symlink cycles end
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
@@ -115,8 +110,7 @@ def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
             if is_event_file(name) and _is_regular(os.path.join(dirpath, name))
         ]
         if files:
-            run = Path(dirpath).relative_to(root).as_posix()
-            runs[run] = files
+            runs[Path(dirpath).relative_to(root).as_posix()] = files
     return dict(sorted(runs.items()))
 
 
@@ -144,16 +138,11 @@ def _scalar_value(value, plugins: dict[str, str]) -> float | None:
     if kind != "tensor" or plugins.get(value.tag) != _SCALARS_PLUGIN:
         return None
     array = tensor_util.make_ndarray(value.tensor)
-    if array.size != 1:
-        return None
-    return float(array.reshape(()).item())
+    return float(array.item()) if array.size == 1 else None
 
 
 def read_scalars(
-    log_dir: str | os.PathLike,
-    *,
-    sort: bool = True,
-    wall_time: bool = False,
+    log_dir: str | os.PathLike, *, sort: bool = True, wall_time: bool = False
 ) -> dict[str, dict[str, list[tuple]]]:
     """Reads every scalar summary of every run under a log directory.
 
@@ -192,9 +181,7 @@ def read_scalars(
         plugins: dict[str, str] = {}  # tag -> plugin name, per run
         for path in files:
             for event in read_events(path):
-                if event.WhichOneof("what") != "summary":
-                    continue
-                for value in event.summary.value:
+                for value in event.summary.value:  # none in an event of another kind
                     number = _scalar_value(value, plugins)
                     if number is None:
                         continue

@@ -41,7 +41,7 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, is_int
 
 __all__ = ["format_table", "format_value"]
 
@@ -63,9 +63,7 @@ def _check_precision(precision: object) -> int:
 
 
 def _is_integer(value: object) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, numbers.Integral):
+    if is_int(value):
         return True
     # A 0-d NumPy (or framework) integer array.
     dtype = getattr(value, "dtype", None)
@@ -143,18 +141,12 @@ def format_value(value: object, name: str | None = None, precision: int = 6) -> 
 
 
 def _is_number_cell(cell: object) -> bool:
-    if isinstance(cell, bool):
-        return False
-    if isinstance(cell, numbers.Number):
-        return True
     if not isinstance(cell, str):
-        return False
-    if cell == _MISSING:
-        return True
+        return isinstance(cell, numbers.Number) and not isinstance(cell, bool)
     try:
         float(cell.replace(",", ""))
     except ValueError:
-        return False
+        return cell == _MISSING
     return True
 
 
@@ -199,17 +191,15 @@ def format_table(rows: Sequence[Sequence[object]], precision: int = 6) -> str:
                 f"Every table row must have {width} cells like the header "
                 f"{rows[0]!r}; row {index} has {len(row)}: {row!r}."
             )
-    body = rows[1:]
-    right = [
-        bool(body) and all(_is_number_cell(r[i]) for r in body) for i in range(width)
+    # A column of numbers (below the header) is right-aligned, any other left-aligned.
+    pads = [
+        str.rjust if len(col) > 1 and all(map(_is_number_cell, col[1:])) else str.ljust
+        for col in zip(*rows, strict=True)
     ]
     cells = [[format_value(cell, precision=precision) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(width)]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
     lines = []
     for row in cells:
-        padded = [
-            cell.rjust(w) if r else cell.ljust(w)
-            for cell, w, r in zip(row, widths, right, strict=True)
-        ]
+        padded = (pad(c, w) for pad, c, w in zip(pads, row, widths, strict=True))
         lines.append("  ".join(padded).rstrip())
     return "\n".join(lines)

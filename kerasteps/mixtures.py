@@ -196,12 +196,9 @@ class ModeCoverage:
         >>> ModeCoverage(8, 8, 1.0, 0.0, np.ones(8)).as_dict()["modes_captured"]
         8
         """
-        return {
-            "modes_captured": self.modes_captured,
-            "n_modes": self.n_modes,
-            "high_quality": self.high_quality,
-            "reverse_kl": self.reverse_kl,
-        }
+        fields = dataclasses.asdict(self)
+        del fields["counts"]
+        return fields
 
 
 def mode_coverage(
@@ -255,7 +252,10 @@ def mode_coverage(
     elif not 0 < min_share <= 1:
         raise ValueError(f"`min_share` must be in (0, 1], received {min_share!r}.")
 
-    counts, n_hq = _high_quality_counts(samples, centres, threshold * std)
+    nearest, distance = nearest_modes(samples, centres)
+    hq = distance <= threshold * std
+    counts = np.bincount(nearest[hq], minlength=n_modes)
+    n_hq = int(hq.sum())
     high_quality = n_hq / len(samples) if len(samples) else 0.0
     if n_hq == 0:
         return ModeCoverage(0, n_modes, high_quality, float("inf"), counts)
@@ -309,20 +309,8 @@ def nearest_modes(samples: Any, centres: Any) -> tuple[np.ndarray, np.ndarray]:
     distance = np.empty(len(samples))
     # Chunked nearest-centre search keeps memory at O(chunk * n_modes).
     for start in range(0, len(samples), 65536):
-        chunk = samples[start : start + 65536]
-        d2 = ((chunk[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
-        nearest = d2.argmin(axis=1)
-        index[start : start + len(chunk)] = nearest
-        distance[start : start + len(chunk)] = np.sqrt(
-            d2[np.arange(len(chunk)), nearest]
-        )
+        rows = slice(start, start + 65536)
+        d2 = ((samples[rows, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
+        index[rows] = d2.argmin(axis=1)
+        distance[rows] = np.sqrt(d2.min(axis=1))
     return index, distance
-
-
-def _high_quality_counts(
-    samples: np.ndarray, centres: np.ndarray, radius: float
-) -> tuple[np.ndarray, int]:
-    """Per mode, the samples nearest to it and within `radius`; and their total."""
-    nearest, distance = nearest_modes(samples, centres)
-    hq = distance <= radius
-    return np.bincount(nearest[hq], minlength=len(centres)), int(hq.sum())

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, is_int
 
 __all__ = ["Every"]
 
@@ -40,11 +39,7 @@ class Every:
     """
 
     def __init__(
-        self,
-        n: int,
-        start: int | None = None,
-        first: bool = False,
-        last: bool = False,
+        self, n: int, start: int | None = None, first: bool = False, last: bool = False
     ):
         self.n = check_int("n", n)
         self.start = self.n if start is None else check_int("start", start)
@@ -74,7 +69,7 @@ class Every:
         """
         if isinstance(every, Every):
             return every
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral):
+        if not is_int(every):
             raise TypeError(
                 f"`{name}` must be a positive int or a kerasteps.Every, received "
                 f"{every!r} of type {type(every).__name__}."
@@ -149,34 +144,23 @@ class Every:
         >>> Every(100, first=True).fires(40, 41, run_start=40)
         True
         """
-        if step <= prev:
-            return False
-        if self.first and run_start is not None and prev == run_start:
-            return True
-        return self.crossed(prev, step)
+        first_of_run = self.first and run_start is not None and prev == run_start
+        return step > prev and (first_of_run or self.crossed(prev, step))
 
     def __repr__(self) -> str:
         parts = [str(self.n)]
         if self.start != self.n:
             parts.append(f"start={self.start}")
-        if self.first:
-            parts.append("first=True")
-        if self.last:
-            parts.append("last=True")
+        parts += [f"{flag}=True" for flag in ("first", "last") if getattr(self, flag)]
         return f"Every({', '.join(parts)})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Every):
             return NotImplemented
-        return (self.n, self.start, self.first, self.last) == (
-            other.n,
-            other.start,
-            other.first,
-            other.last,
-        )
+        return self.get_config() == other.get_config()
 
     def __hash__(self) -> int:
-        return hash((self.n, self.start, self.first, self.last))
+        return hash(tuple(self.get_config().values()))
 
     def get_config(self) -> dict[str, Any]:
         """Returns the constructor arguments, for saving callback configuration.

@@ -41,6 +41,7 @@ it continues across `fit()` calls, new callback instances and restarts.
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections.abc import Mapping
@@ -132,19 +133,15 @@ def optimizer_attributes(model: keras.Model) -> dict[str, Any]:
     ['optimizer']
     """
     _require_model(model)
-    default = getattr(model, "optimizer", None)
-    found: dict[str, Any] = {}
+    by_id: dict[int, tuple[str, Any]] = {}  # the first name of each optimizer
     for name, value in vars(model).items():
-        if name.startswith("_") or not isinstance(value, keras.optimizers.Optimizer):
-            continue
-        if name == "optimizer" or any(value is other for other in found.values()):
-            continue
-        found[name] = value
-    if isinstance(default, keras.optimizers.Optimizer) and all(
-        default is not other for other in found.values()
-    ):
-        found = {"optimizer": default, **found}
-    return found
+        public = not name.startswith("_") and name != "optimizer"
+        if public and isinstance(value, keras.optimizers.Optimizer):
+            by_id.setdefault(id(value), (name, value))
+    default = getattr(model, "optimizer", None)
+    if isinstance(default, keras.optimizers.Optimizer) and id(default) not in by_id:
+        by_id = {id(default): ("optimizer", default), **by_id}
+    return dict(by_id.values())
 
 
 #: Words of an optimizer attribute's name that say it trains a GAN's generator.
@@ -188,22 +185,22 @@ def suggest_global_step(moves: Mapping[str, int]) -> str:
     return min(pool, key=lambda name: (moves[name], names.index(name)))
 
 
-_DEFAULT_OPTIMIZER_CONFIG: dict[str, Any] | None = None
+def _unnamed_config(optimizer: Any) -> dict[str, Any]:
+    return {**optimizer.get_config(), "name": None}
+
+
+@functools.cache
+def _default_rmsprop_config() -> dict[str, Any]:
+    return _unnamed_config(keras.optimizers.RMSprop())
 
 
 def _is_compile_default(optimizer: Any) -> bool:
     """Whether `optimizer` is what `compile()` sets when given none: an RMSprop
     with Keras's default settings."""
-    global _DEFAULT_OPTIMIZER_CONFIG
-    if type(optimizer) is not keras.optimizers.RMSprop:
-        return False
-    if _DEFAULT_OPTIMIZER_CONFIG is None:
-        config = keras.optimizers.RMSprop().get_config()
-        config.pop("name", None)
-        _DEFAULT_OPTIMIZER_CONFIG = config
-    config = optimizer.get_config()
-    config.pop("name", None)
-    return config == _DEFAULT_OPTIMIZER_CONFIG
+    return (
+        type(optimizer) is keras.optimizers.RMSprop
+        and _unnamed_config(optimizer) == _default_rmsprop_config()
+    )
 
 
 def _own_train_step(model: keras.Model) -> bool:
@@ -345,16 +342,15 @@ def count_optimizer_steps(model: keras.Model, global_step: str) -> None:
 
 
 def _declared_optimizers(model: keras.Model) -> dict[str, Any]:
-    declaration = _DECLARED[model]
-    optimizers = {}
-    for name in declaration.counters:
-        optimizer = getattr(model, name, None)
+    optimizers = {
+        name: getattr(model, name, None) for name in _DECLARED[model].counters
+    }
+    for name, optimizer in optimizers.items():
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise ValueError(
                 f"`count_optimizer_steps` declared the optimizer `{name}` of "
                 f"{type(model).__name__}, but `model.{name}` is now {optimizer!r}."
             )
-        optimizers[name] = optimizer
     return optimizers
 
 
@@ -384,10 +380,7 @@ def step_counter_variables(model: keras.Model) -> dict[str, Any]:
     """
     _require_model(model)
     if model in _DECLARED:
-        return {
-            name: optimizer.iterations
-            for name, optimizer in _declared_optimizers(model).items()
-        }
+        return {name: o.iterations for name, o in _declared_optimizers(model).items()}
     if _has_protocol(model):
         counters = dict(model.kerasteps_counters())
         name = getattr(model, "kerasteps_global_counter", None)
@@ -446,8 +439,8 @@ def sync_trained_state(model: keras.Model) -> None:
         sync()
 
 
-def _to_int(variable: Any) -> int:
-    return read_int(variable)
+#: `read_int`, under the name `callbacks._tracker` reads it by.
+_to_int = read_int
 
 
 def step_counters(model: keras.Model) -> dict[str, int]:
@@ -468,7 +461,7 @@ def step_counters(model: keras.Model) -> dict[str, int]:
     >>> kerasteps.step_counters(model)
     {'step': 0}
     """
-    return {name: _to_int(v) for name, v in step_counter_variables(model).items()}
+    return {name: read_int(v) for name, v in step_counter_variables(model).items()}
 
 
 def global_step(model: keras.Model) -> int:
@@ -498,8 +491,7 @@ def global_step(model: keras.Model) -> int:
     >>> kerasteps.global_step(model)
     2
     """
-    variables = step_counter_variables(model)
-    return _to_int(variables[global_step_name(model)])
+    return read_int(step_counter_variables(model)[global_step_name(model)])
 
 
 def step_optimizers(model: keras.Model) -> Mapping[str, Any]:
@@ -539,6 +531,11 @@ def _innermost(optimizer: Any) -> Any:
     return optimizer
 
 
+def _batches_per_update(optimizer: Any) -> int:
+    """The gradient accumulation steps of an optimizer, or 1."""
+    return int(getattr(_innermost(optimizer), "gradient_accumulation_steps", 0) or 1)
+
+
 def global_optimizer(model: keras.Model) -> Any | None:
     """The optimizer whose `iterations` is the global step; None for protocol models."""
     if model in _DECLARED:
@@ -551,9 +548,7 @@ def global_optimizer(model: keras.Model) -> Any | None:
 def accumulation_steps(model: keras.Model) -> int:
     """Batches per global step: the global optimizer's gradient accumulation, or 1."""
     optimizer = global_optimizer(model)
-    if optimizer is None:
-        return 1
-    return int(getattr(_innermost(optimizer), "gradient_accumulation_steps", 0) or 1)
+    return 1 if optimizer is None else _batches_per_update(optimizer)
 
 
 def micro_steps(model: keras.Model) -> int:
@@ -578,7 +573,7 @@ def micro_steps(model: keras.Model) -> int:
     """
     if accumulation_steps(model) == 1:
         return global_step(model)
-    return _to_int(_compat.raw_iterations(_innermost(global_optimizer(model))))
+    return read_int(_compat.raw_iterations(_innermost(global_optimizer(model))))
 
 
 def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
@@ -610,13 +605,12 @@ def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
     """
     inner = _innermost(optimizer)
     schedule = _compat.learning_rate_schedule(inner)
-    if schedule is not None:
+    if schedule is None:
+        value = inner.learning_rate
+        if isinstance(value, keras.Variable):
+            return read_floats([value])[0]
+    else:
         if step is None:
-            step = _to_int(inner.iterations)
-        k = int(getattr(inner, "gradient_accumulation_steps", 0) or 1)
-        value = schedule(max(int(step) * k - 1, 0))
-        return float(keras.ops.convert_to_numpy(value))
-    value = inner.learning_rate
-    if isinstance(value, keras.Variable):
-        return read_floats([value])[0]
+            step = read_int(inner.iterations)
+        value = schedule(max(int(step) * _batches_per_update(inner) - 1, 0))
     return float(keras.ops.convert_to_numpy(value))

@@ -332,8 +332,8 @@ def test_all_layers():
 
 
 def test_public_layer_save_own_variables_stores_the_variables():
-    """`_model_state._own_variables` (public since the move): a layer's own
-    variables are what Keras's base `save_own_variables` stores."""
+    """A layer's own variables, as `_model_state` reads them, are what Keras's base
+    `save_own_variables` stores."""
     layer = keras.layers.Dense(2)
     layer.build((None, 3))
     store: dict = {}

@@ -13,6 +13,7 @@ TensorFlow is imported on first write, not with this module: the lock module use
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable
@@ -31,12 +32,9 @@ def _fsync_dir(directory: str) -> None:
         fd = os.open(directory or ".", os.O_RDONLY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):  # some file systems do not sync directories
         os.fsync(fd)
-    except OSError:
-        pass  # some file systems do not sync directories
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 def replace_file(path: str, write: Callable[[str], Any]) -> None:
@@ -74,11 +72,10 @@ def replace_file(path: str, write: Callable[[str], Any]) -> None:
         else:
             tf.io.gfile.rename(tmp, path, overwrite=True)
     except BaseException:
-        try:
+        # The error that matters is re-raised, not one of the clean-up.
+        with contextlib.suppress(Exception):
             if tf.io.gfile.exists(tmp):
                 tf.io.gfile.remove(tmp)
-        except Exception:  # noqa: BLE001 - the error that matters is re-raised
-            pass
         raise
 
 

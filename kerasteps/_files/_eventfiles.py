@@ -26,7 +26,7 @@ import re
 import socket
 import threading
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +38,8 @@ from tensorboard.util import tensor_util
 from kerasteps._files import _atomic, _logcache
 from kerasteps._files._records import is_event_file, read_events
 
-_NAME_RE = re.compile(r"tfevents\.(\d+)\.(\d+)\.")
+#: The stamp and, in kerasteps's own names, the sequence number of an event file.
+_NAME_RE = re.compile(r"tfevents\.(\d+)(?:\.(\d+)\.)?")
 _SEQ_LOCK = threading.Lock()
 
 
@@ -60,17 +61,14 @@ def _new_file_path(run_dir: str) -> str:
         )
 
     with _SEQ_LOCK:
-        existing = [os.path.basename(p) for p in event_files(run_dir)]
-        last = max(existing) if existing else ""
+        last = max((os.path.basename(p) for p in event_files(run_dir)), default="")
         candidate = name(int(time.time()), 0)
+        match = _NAME_RE.search(last)
+        if candidate <= last and match and match.group(2):
+            candidate = name(int(match.group(1)), int(match.group(2)) + 1)
         if candidate <= last:
-            match = _NAME_RE.search(last)
-            if match:
-                candidate = name(int(match.group(1)), int(match.group(2)) + 1)
-            if candidate <= last:
-                digits = re.search(r"tfevents\.(\d+)", last)
-                stamp = int(digits.group(1)) + 1 if digits else int(time.time()) + 1
-                candidate = name(stamp, 0)
+            stamp = int(match.group(1)) + 1 if match else int(time.time()) + 1
+            candidate = name(stamp, 0)
         return os.path.join(run_dir, candidate)
 
 
@@ -82,33 +80,22 @@ class EventWriter:
         self.run_dir = run_dir
         self._sig_before = _logcache.signature(event_files(run_dir))
         self._bound_before = _logcache.bound_if_unchanged(run_dir, self._sig_before)
-        self.max_step: int | None = None
+        self.max_step = 0  # the largest step written (no bound below 0 is needed)
         self.path = _new_file_path(run_dir)
         self._writer = tf.io.TFRecordWriter(self.path)
         self._lock = threading.Lock()
         self._closed = False
-        self._write(
-            event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-        )
+        self._writer.write(_first_record())
         self.flush()
-
-    def _write(self, event: event_pb2.Event) -> None:
-        self._writer.write(event.SerializeToString())
 
     def write_summary(
         self, step: int, values: list[summary_pb2.Summary.Value], wall_time: float
     ) -> None:
         if not values:
             return
-        event = event_pb2.Event(
-            wall_time=wall_time,
-            step=int(step),
-            summary=summary_pb2.Summary(value=values),
-        )
         with self._lock:
-            self._write(event)
-            if self.max_step is None or event.step > self.max_step:
-                self.max_step = event.step
+            self._writer.write(_summary_record(wall_time, int(step), values))
+            self.max_step = max(int(step), self.max_step)
 
     def flush(self) -> None:
         with self._lock:
@@ -132,12 +119,36 @@ class EventWriter:
         if others != self._sig_before:
             _logcache.forget(self.run_dir)
             return
-        bound = max(self._bound_before, self.max_step or 0)
-        _logcache.remember(self.run_dir, sig, bound)
+        _logcache.remember(self.run_dir, sig, max(self._bound_before, self.max_step))
+
+
+def _first_record() -> bytes:
+    """The event that opens every event file: its format version."""
+    event = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+    return event.SerializeToString()
+
+
+def _summary_record(
+    wall_time: float, step: int, values: list[summary_pb2.Summary.Value]
+) -> bytes:
+    summary = summary_pb2.Summary(value=values)
+    event = event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
+    return event.SerializeToString()
 
 
 def scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
     return summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
+
+
+def _tensor_value(
+    tag: str, metadata: Any, array: np.ndarray, dtype: Any
+) -> summary_pb2.Summary.Value:
+    """A TF2-style summary value of one tensor, with its plugin's `metadata`."""
+    return summary_pb2.Summary.Value(
+        tag=tag,
+        metadata=metadata.create_summary_metadata(display_name=tag, description=""),
+        tensor=tensor_util.make_tensor_proto(array, dtype=dtype),
+    )
 
 
 def histogram_value(tag: str, data, buckets: int = 30) -> summary_pb2.Summary.Value:
@@ -153,13 +164,7 @@ def histogram_value(tag: str, data, buckets: int = 30) -> summary_pb2.Summary.Va
         else:
             counts, edges = np.histogram(data, bins=buckets, range=(low, high))
             table = np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], 1)
-    return summary_pb2.Summary.Value(
-        tag=tag,
-        metadata=histogram_metadata.create_summary_metadata(
-            display_name=tag, description=""
-        ),
-        tensor=tensor_util.make_tensor_proto(table, dtype=np.float64),
-    )
+    return _tensor_value(tag, histogram_metadata, table, np.float64)
 
 
 def image_value(
@@ -167,13 +172,7 @@ def image_value(
 ) -> summary_pb2.Summary.Value:
     """A TF2-style image summary value holding one PNG."""
     content = np.array([str(width).encode(), str(height).encode(), png], dtype=object)
-    return summary_pb2.Summary.Value(
-        tag=tag,
-        metadata=image_metadata.create_summary_metadata(
-            display_name=tag, description=""
-        ),
-        tensor=tensor_util.make_tensor_proto(content, dtype=np.object_),
-    )
+    return _tensor_value(tag, image_metadata, content, np.object_)
 
 
 def truncate_after(run_dir: str, step: int) -> int:
@@ -194,7 +193,11 @@ def truncate_after(run_dir: str, step: int) -> int:
     if scan.dropped == 0 and scan.duplicates == 0:
         _logcache.remember(run_dir, sig, scan.max_step)
         return 0
-    _rewrite(paths, scan)
+    # One file, steps in order, replacing the first old file atomically; the other
+    # old files are then removed.
+    _atomic.replace_file(paths[0], _writer_of(scan))
+    for path in paths[1:]:
+        tf.io.gfile.remove(path)
     _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
     return scan.dropped
 
@@ -202,10 +205,9 @@ def truncate_after(run_dir: str, step: int) -> int:
 class _Scan(NamedTuple):
     """What a run's event files hold up to a step, and what comes after it."""
 
-    #: (tag, step) -> (wall time, value) of the last summary of each pair kept.
+    #: (tag, step) -> (wall time, value) of the last summary of each pair kept, in
+    #: the order the pairs were first read.
     kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]]
-    #: The kept pairs in the order first read.
-    order: list[tuple[str, int]]
     #: Events without a summary (graphs, metadata) up to the step.
     others: list[event_pb2.Event]
     #: Summary values after the step.
@@ -219,7 +221,6 @@ class _Scan(NamedTuple):
 def _scan(paths: list[str], step: int) -> _Scan:
     """Reads the event files in order, sorting each summary into kept or dropped."""
     kept: dict[tuple[str, int], tuple[float, summary_pb2.Summary.Value]] = {}
-    order: list[tuple[str, int]] = []
     others: list[event_pb2.Event] = []
     dropped = duplicates = max_step = 0
     for path in paths:
@@ -229,17 +230,15 @@ def _scan(paths: list[str], step: int) -> _Scan:
                 if event.step <= step and not event.file_version:
                     others.append(event)
                 continue
+            if event.step > step:
+                dropped += len(event.summary.value)
+                continue
             for value in event.summary.value:
                 key = (value.tag, event.step)
-                if event.step > step:
-                    dropped += 1
-                    continue
                 if key in kept:
                     duplicates += 1
-                else:
-                    order.append(key)
                 kept[key] = (event.wall_time, value)
-    return _Scan(kept, order, others, dropped, duplicates, max_step)
+    return _Scan(kept, others, dropped, duplicates, max_step)
 
 
 def max_step(run_dir: str) -> int | None:
@@ -285,32 +284,18 @@ def copy_until(paths: list[str], run_dir: str, step: int) -> None:
     _logcache.remember(run_dir, _logcache.signature(event_files(run_dir)), step)
 
 
-def _rewrite(paths: list[str], scan: _Scan) -> None:
-    """One file, steps in order, replacing the first old file atomically; the
-    other old files are then removed."""
-    _atomic.replace_file(paths[0], _writer_of(scan))
-    for path in paths[1:]:
-        tf.io.gfile.remove(path)
-
-
 def _writer_of(scan: _Scan):
     """Writes one event file of the summaries `scan` kept, steps in order."""
     kept = scan.kept
-    order = sorted(scan.order, key=lambda key: (key[1], kept[key][0]))
+    order = sorted(kept, key=lambda key: (key[1], kept[key][0]))
 
     def write(tmp_path: str) -> None:
         with tf.io.TFRecordWriter(tmp_path) as writer:
-            first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-            writer.write(first.SerializeToString())
+            writer.write(_first_record())
             for event in scan.others:
                 writer.write(event.SerializeToString())
-            for key in order:
-                wall_time, value = kept[key]
-                event = event_pb2.Event(
-                    wall_time=wall_time,
-                    step=key[1],
-                    summary=summary_pb2.Summary(value=[value]),
-                )
-                writer.write(event.SerializeToString())
+            for tag, step in order:
+                wall_time, value = kept[tag, step]
+                writer.write(_summary_record(wall_time, step, [value]))
 
     return write

@@ -40,6 +40,7 @@ imports no TensorFlow, so a process takes its lock in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -80,10 +81,8 @@ def _forget_after_fork() -> None:
     """
     global _HELD_LOCK
     for held in _HELD.values():
-        try:
+        with contextlib.suppress(OSError):
             os.close(held.fd)
-        except OSError:
-            pass
     _HELD.clear()
     _HELD_LOCK = threading.Lock()
 
@@ -105,26 +104,14 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def _me() -> dict:
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "started": _start_time(os.getpid()),
-        "time": time.time(),
-    }
-
-
 def _read_owner(fd: int) -> dict | None:
     """The owner a lock file names; None when empty, {} when not a complete one."""
     try:
         data = os.pread(fd, 4096, 0)
-    except OSError:
-        return {}
-    if not data.strip():
-        return None
-    try:
+        if not data.strip():
+            return None
         owner = json.loads(data)
-    except ValueError:
+    except (OSError, ValueError):
         return {}
     return owner if isinstance(owner, dict) else {}
 
@@ -160,27 +147,26 @@ def _holder(fd: int) -> dict | None:
 
 
 def _write_owner(fd: int) -> None:
+    """Names this process in the lock file `fd`."""
+    pid = os.getpid()
+    me = {"host": socket.gethostname(), "pid": pid, "started": _start_time(pid)}
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(_me()).encode(), 0)
+    os.pwrite(fd, json.dumps({**me, "time": time.time()}).encode(), 0)
 
 
 def _same_file(fd: int, path: str) -> bool:
     """Whether the open file `fd` is (still) the file at `path`."""
     try:
-        here = os.stat(path)
+        return os.path.samestat(os.stat(path), os.fstat(fd))
     except FileNotFoundError:
         return False
-    there = os.fstat(fd)
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _open(path: str) -> tuple[int, bool] | None:
     """Opens the lock file, creating it if absent: the descriptor and whether it was
     created here; None if it was removed in between."""
-    try:
+    with contextlib.suppress(FileExistsError):
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-    except FileExistsError:
-        pass
     try:
         return os.open(path, os.O_RDWR), False
     except FileNotFoundError:
@@ -229,15 +215,13 @@ class DirectoryLock:
             return
         path = os.path.realpath(self.lock_path)
         with _HELD_LOCK:
-            held = _HELD.get(path)
-            if held is not None:  # this process holds it already
-                held.count += 1
-                self._held = True
-                return
-            fd = self._take(path)
-            if fd is not None:
-                _HELD[path] = _Held(fd, 1)
-            self._held = True
+            if path in _HELD:  # this process holds it already
+                _HELD[path].count += 1
+            else:
+                fd = self._take(path)
+                if fd is not None:
+                    _HELD[path] = _Held(fd, 1)
+        self._held = True
 
     def _take(self, path: str) -> int | None:
         """The descriptor that holds the lock on `path` for this process; None if the
@@ -280,20 +264,13 @@ class DirectoryLock:
 
     def _say_taken_over(self, owner: dict | None) -> None:
         if owner is not None and isinstance(owner.get("pid"), int):
-            left_by = f"pid {owner['pid']}"
+            left_by = f"left by pid {owner['pid']}"
             if owner.get("host") != socket.gethostname():
                 left_by += f" on {owner.get('host')}"
-            logger.info(
-                "kerasteps: taking over %s, left by %s which is gone.",
-                self.lock_path,
-                left_by,
-            )
+            why = f"{left_by} which is gone"
         else:
-            logger.info(
-                "kerasteps: taking over %s, which no process holds (it names no "
-                "owner).",
-                self.lock_path,
-            )
+            why = "which no process holds (it names no owner)"
+        logger.info("kerasteps: taking over %s, %s.", self.lock_path, why)
 
     def release(self) -> None:
         """Gives the lock back (the file is removed by its last holder)."""
@@ -310,9 +287,8 @@ class DirectoryLock:
                 return
             del _HELD[path]
             try:
-                if _same_file(held.fd, path):
-                    os.remove(path)  # while still holding it: see the module's doc
-            except OSError:
-                pass
+                with contextlib.suppress(OSError):
+                    if _same_file(held.fd, path):
+                        os.remove(path)  # while still holding: see the module's doc
             finally:
                 os.close(held.fd)

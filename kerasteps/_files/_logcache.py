@@ -50,9 +50,7 @@ def bound_if_unchanged(name: str, sig: tuple) -> int | None:
     """The remembered step bound of `name` if its files still match `sig`."""
     with _LOCK:
         known = _BOUNDS.get(key(name))
-    if known is None or known[0] != sig:
-        return None
-    return known[1]
+    return known[1] if known is not None and known[0] == sig else None
 
 
 def remember(name: str, sig: tuple, bound: int) -> None:

@@ -16,8 +16,10 @@ where what a new run finds in its way is kept (`earlier-N`), never deleted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from itertools import count
+from typing import Any
 
 #: Pseudo file systems: what is below them is no file, and `/proc` shows every
 #: process's view of the whole file system again (readers never enter them).
@@ -52,11 +54,9 @@ def in_pseudo_file_system(path: str | os.PathLike) -> bool:
     >>> in_pseudo_file_system("/proc/self/cwd/.."), in_pseudo_file_system("/tmp")
     (True, False)
     """
-    real = os.path.normpath(os.path.abspath(os.fspath(path)))
-    try:
+    real = os.path.abspath(os.fspath(path))  # normalised: "/proc/self/cwd/.." is /proc
+    with contextlib.suppress(OSError):
         real = os.path.realpath(real)
-    except OSError:
-        pass
     return any(real == top or real.startswith(top + "/") for top in PSEUDO_FILE_SYSTEMS)
 
 
@@ -116,9 +116,7 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
     """
     import tensorflow as tf  # its file system also writes gs://, s3://, hdfs://
 
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"`{argument}` must be a directory path, received {path!r}.")
-    path = os.fspath(path)
+    path = _checked_path(path, argument, "directory")
     unfit = unfit_problem(path)
     if unfit:
         raise ValueError(f"`{argument}` is not a folder for runs: {unfit}")
@@ -126,17 +124,31 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
         raise ValueError(
             f"`{argument}` must be a directory, received the path of a file: {path!r}."
         )
-    try:
-        tf.io.gfile.makedirs(path)
-    except Exception as error:  # noqa: BLE001 - report as bad input
-        raise ValueError(
-            f"`{argument}` is not writable: cannot create {path!r} ({error})."
-        ) from error
+    _makedirs(path, argument, "")
     if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(
             f"`{argument}` is not writable: no write permission in {path!r}."
         )
     return path
+
+
+def _checked_path(path: Any, argument: str, kind: str) -> str:
+    """`path` as a `str`; raises `TypeError` if it is not a non-empty path."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"`{argument}` must be a {kind} path, received {path!r}.")
+    return os.fspath(path)
+
+
+def _makedirs(path: str, argument: str, kind: str) -> None:
+    """Creates the directory `path`; raises `ValueError` naming `argument` if not."""
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.makedirs(path)
+    except Exception as error:  # noqa: BLE001 - report as bad input
+        raise ValueError(
+            f"`{argument}` is not writable: cannot create {kind}{path!r} ({error})."
+        ) from error
 
 
 def creatable_problem(path: str) -> str | None:
@@ -152,11 +164,9 @@ def creatable_problem(path: str) -> str | None:
     >>> creatable_problem(tempfile.mkdtemp() + "/new/folder") is None
     True
     """
-    if "://" in path:
-        return None  # a remote file system: checked when the run writes
     unfit = unfit_problem(path)
-    if unfit:
-        return unfit
+    if unfit or "://" in path:
+        return unfit  # None for a remote file system: checked when the run writes
     existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -186,21 +196,13 @@ def writable_file(path: str | os.PathLike, argument: str) -> str:
     """
     import tensorflow as tf  # its file system also writes gs://, s3://, hdfs://
 
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"`{argument}` must be a file path, received {path!r}.")
-    path = os.fspath(path)
+    path = _checked_path(path, argument, "file")
     if tf.io.gfile.isdir(path):
         raise ValueError(
             f"`{argument}` must be a file path, received a directory: {path!r}."
         )
     parent = os.path.dirname(path) or "."
-    try:
-        tf.io.gfile.makedirs(parent)
-    except Exception as error:  # noqa: BLE001 - report as bad input
-        raise ValueError(
-            f"`{argument}` is not writable: cannot create directory {parent!r} "
-            f"({error})."
-        ) from error
+    _makedirs(parent, argument, "directory ")
     if "://" not in path and not os.access(parent, os.W_OK):
         raise ValueError(
             f"`{argument}` is not writable: no write permission in {parent!r} "

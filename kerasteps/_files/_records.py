@@ -53,7 +53,6 @@ def _count_records(handle: BinaryIO, size: int) -> tuple[int, str | None]:
     the file ends there or in a record still being written.
     """
     count = offset = 0
-    seekable = handle.seekable()
     while True:
         header = handle.read(_HEADER.size)
         if len(header) < _HEADER.size:
@@ -68,10 +67,7 @@ def _count_records(handle: BinaryIO, size: int) -> tuple[int, str | None]:
             else:
                 return count, None  # a record being written
             return count, f"damaged at byte {offset}: {why}"
-        if seekable:
-            handle.seek(end)
-        else:
-            handle.read(length + _FOOTER)
+        handle.seek(end)  # local files and `tf.io.gfile.GFile` both seek
         offset = end
         count += 1
 

@@ -7,11 +7,13 @@ each `reduce="mean"` schedule, so that a resumed run writes the same means as an
 uninterrupted one. Between points it keeps, per callback, where its window began;
 at a point it gives the callback its values, reduced as the callback asks, from
 `MetricWindows` (the state is read once per step). At a checkpoint or the run's end
-it hands the same on, as a `ResumeState`.
+it hands the same on, as a `ResumeState`, with the examples per batch the run trains
+on: a resumed run is checked to train on as many as its checkpoint.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -19,20 +21,24 @@ import numpy as np
 
 from kerasteps._resume_state import ResumeState
 from kerasteps.callbacks import _sinks, _windows
-from kerasteps.callbacks.step_event import StepRecord, scalar_items
+from kerasteps.callbacks.step_event import StepRecord, Values, scalar_items
 
 
+@dataclass(slots=True)
 class Member:
     """What the run keeps for one callback: its last fired step and the start of
-    its open window (the cumulative state at its previous point)."""
+    its open window (the cumulative state at its previous point, `window_step`)."""
 
-    __slots__ = ("callback", "last_fired", "window_start", "window_step")
+    callback: Any
+    window_start: _windows.State
+    window_step: int
+    last_fired: int | None = None
 
-    def __init__(self, callback: Any, window_start: _windows.State, step: int):
-        self.callback = callback
-        self.last_fired: int | None = None
-        self.window_start = window_start
-        self.window_step = step
+    def reads(self, *modes: str) -> bool:
+        """Whether the callback reads values on a schedule, reduced by one of
+        `modes` (`"mean"`, `"last"`)."""
+        cb = self.callback
+        return cb.reads_values and cb.reduce in modes and cb.every is not None
 
 
 class RunCarry:
@@ -43,21 +49,26 @@ class RunCarry:
         model: keras.Model,
         start_step: int,
         resume: ResumeState | None,
-        previous: Any = None,
+        previous: RunCarry | None = None,
     ):
         self.windows = _windows.MetricWindows(model)
         self.start_step = start_step
-        self._carried = {}
+        #: Per schedule, where a window that carries a partial one in begins: the
+        #: partial window's state, negated (`window_between` adds it).
+        self._starts: dict[str, _windows.State] = {}
+        # The examples per batch of the checkpoint resumed from, and its path, until
+        # the run's first batch checks them (`check_examples`).
+        self._expected: tuple[int, str] | None = None
+        carried_id, links = None, {}
         if resume is not None:
-            self._carried = {
-                schedule: {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
+            self._starts = {
+                schedule: {k: -np.asarray(v, dtype=np.float64) for k, v in w.items()}
                 for schedule, w in resume.windows.items()
             }
-        carried_id, links = (
-            (resume.run_id, resume.links) if resume is not None else (None, {})
-        )
-        if carried_id is None and previous is not None and not previous.ended:
-            # its fit() raised: this one goes on
+            carried_id, links = resume.run_id, resume.links
+            if resume.examples_per_step is not None:
+                self._expected = (resume.examples_per_step, resume.source)
+        if carried_id is None and previous is not None:
             carried_id, links = previous.run_id, previous.links
         #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
         #: carried by the checkpoint it resumes from or the model's previous `fit()`
@@ -68,44 +79,71 @@ class RunCarry:
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or start_step == 0
-        #: The examples per batch of the checkpoint resumed from, and its path.
-        self.expected_examples = (
-            (resume.examples_per_step, resume.source)
-            if resume is not None and resume.examples_per_step is not None
-            else None
-        )
         self._snapshots: dict[int, _windows.State] = {start_step: {}}
         self.last_readers: list[Any] = []
 
     def member(self, callback: Any) -> Member:
         """A new member for `callback`, its window opened where the carried one of
         its schedule left off."""
-        start = _windows.carried(self._carried.get(repr(callback.every), {}))
+        start = self._starts.get(repr(callback.every), {})
         return Member(callback, start, self.start_step)
+
+    def check_examples(self, step: int, batches: int) -> None:
+        """A resumed run trains on as many examples per batch as its checkpoint:
+        checked once, at its first batch (`batches` trained since the run began;
+        `step`, the step before it).
+
+        Raises:
+            ValueError: the run trains on batches of another size.
+        """
+        if self._expected is None:
+            return
+        expected, source = self._expected
+        self._expected = None
+        per_batch = self._examples_per_batch(step, batches)
+        if per_batch is not None and abs(per_batch - expected) > 1e-6:
+            raise ValueError(
+                f"kerasteps: this run trains on {per_batch:g} examples per batch, but "
+                f"the checkpoint it resumed from ({source}) was trained on {expected}: "
+                "`skip_consumed` skipped the batches of the wrong size, so the run "
+                "would not see the data the interrupted run would have seen. Resume "
+                f"with the batch size {expected}, or start a new run."
+            )
+
+    def _examples_per_batch(self, step: int, batches: int) -> float | None:
+        """The mean examples per batch of the run's `batches` batches (the loss
+        tracker's count), or None before any batch or without a loss tracker."""
+        if batches <= 0:
+            return None
+        loss = self.windows.cumulative(step).get("loss")
+        return loss[1] / batches if loss is not None else None
+
+    def examples_per_step(self, step: int, batches: int) -> int | None:
+        """Examples per batch of the run's `batches` batches, if constant."""
+        per_batch = self._examples_per_batch(step, batches)
+        if per_batch is None:
+            return None
+        rounded = round(per_batch)
+        return int(rounded) if abs(per_batch - rounded) < 1e-6 and rounded > 0 else None
 
     def values(
         self, record: StepRecord, member: Member, counters: list[str], last_prev: int
-    ) -> tuple[dict[str, float], frozenset[str]]:
+    ) -> Values:
         """The training values of a step for a callback, reduced as it asks."""
-        logs = scalar_items(record.logs)
-        for name in counters:
-            logs.pop(name, None)
+        logs = scalar_items({k: v for k, v in record.logs.items() if k not in counters})
         callback = member.callback
-        reduce = callback.reduce
-        if reduce == "epoch" or not logs or not callback.reads_values:
+        if callback.reduce == "epoch" or not logs:
             return logs, frozenset()
         state = self.windows.cumulative(record.step, record.logs)
-        if reduce == "mean":
-            window = _windows.window_between(state, member.window_start)
+        if callback.reduce == "mean":
+            start = member.window_start
             member.window_start = state
             member.window_step = record.step
         else:
-            before = record.prev if not record.final else last_prev
-            start = self._snapshots.get(before)
+            start = self._snapshots.get(last_prev if record.final else record.prev)
             if start is None:
                 return logs, frozenset()
-            window = _windows.window_between(state, start)
-        return self.windows.reduce(logs, window)
+        return self.windows.reduce(logs, _windows.window_between(state, start))
 
     def snapshot_for_last(self, step: int, horizon: int) -> None:
         """Keeps the state where a `reduce="last"` callback's next step will begin
@@ -118,45 +156,27 @@ class RunCarry:
                     del self._snapshots[old]
                 return
 
-    def open_windows(
-        self, members: list[Member], step: int
-    ) -> dict[str, dict[str, list[float]]]:
-        """The partial window of each `reduce="mean"` schedule at `step`."""
-        readers = [
-            member
-            for member in members
-            if member.callback.reads_values
-            and member.callback.reduce == "mean"
-            and member.callback.every is not None
-        ]
-        if not readers:
-            return {}
+    def resume_state(
+        self, members: list[Member], step: int, examples_per_step: int | None = None
+    ) -> ResumeState:
+        """What a run that continues from `step` gets: the run id and links, the
+        examples per step, and the partial window of each `reduce="mean"` schedule
+        of `members` at `step`."""
         # Per schedule, the window of the callback that recorded values last (a
         # provider with the same schedule never advances its window).
         latest: dict[str, Member] = {}
-        for member in readers:
+        for member in [m for m in members if m.reads("mean")]:
             key = repr(member.callback.every)
             if key not in latest or member.window_step > latest[key].window_step:
                 latest[key] = member
-        state = self.windows.cumulative(step)
+        state = self.windows.cumulative(step) if latest else {}
         out: dict[str, dict[str, list[float]]] = {}
         for key, member in latest.items():
             window = _windows.window_between(state, member.window_start)
             out[key] = {k: list(map(float, v)) for k, v in window.items() if np.any(v)}
-        return out
-
-    def resume_state(
-        self,
-        members: list[Member],
-        step: int,
-        examples_per_step: int | None = None,
-        windows: bool = True,
-    ) -> ResumeState:
-        """What a run that continues from `step` gets: the open windows (unless
-        `windows` is False), the run id and links, the examples per step."""
         return ResumeState(
             step=step,
-            windows=self.open_windows(members, step) if windows else {},
+            windows=out,
             run_id=self.run_id,
             examples_per_step=examples_per_step,
             links=dict(self.links),

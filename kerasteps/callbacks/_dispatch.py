@@ -22,12 +22,13 @@ where they act, which in a pool thread would race with training, so they are not
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import keras
@@ -57,21 +58,6 @@ _DISPATCHERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DISPATCHERS_LOCK = threading.Lock()
 
 
-class _Acting:
-    """Counts the nested blocks where kerasteps callbacks act (`Dispatcher.acting`)."""
-
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __enter__(self) -> None:
-        self.count += 1
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.count -= 1
-
-
 class Dispatcher:
     """Shared state of one `fit()` call of one model (see module docstring)."""
 
@@ -80,14 +66,12 @@ class Dispatcher:
     ):
         self.model = model
         self.params = params
-        self.is_chief = distribute.is_chief(model)
         start_step = steps_lib.global_step(model)
-        self.carry = RunCarry(
-            model, start_step, ResumeState.take(model, start_step), previous
-        )
-        self.tracker = StepTracker(
-            model, params, self.carry.windows, self.carry.expected_examples
-        )
+        resume = ResumeState.take(model, start_step)
+        # A previous `fit()` that raised never ended: this one goes on with its run.
+        going_on = previous.carry if previous and not previous.ended else None
+        self.carry = RunCarry(model, start_step, resume, going_on)
+        self.tracker = StepTracker(model, params)
         self._members: list[Member] = []
         # Chief-only callbacks on another worker: they do nothing, but their
         # schedules count, so that every worker reads the metric state at the same
@@ -96,15 +80,12 @@ class Dispatcher:
         self._lockstep = distribute.task_of(model)[0] is not None
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
-        #: The step where a guard found a non-finite loss (set by the guard), or None.
-        self.non_finite_at: int | None = None
+        #: True while kerasteps callbacks of this run act (`act`, `StepRun.acting`).
+        self.acting = False
         self._epoch = None
         self._epoch_ended = None
         self._last_batch = -1
         self._lock = threading.RLock()
-        #: The thread that runs this `fit()`: Keras calls the callbacks' hooks there.
-        self.thread = threading.get_ident()
-        self._acting = _Acting()
         self._next_due = 0  # dispatch at the first step change, then when due
         self._quiet_until: float = -1
         self._wake = False
@@ -113,34 +94,12 @@ class Dispatcher:
         #: What the run's callbacks see of it (`kerasteps.callbacks.StepRun`).
         self.run = StepRun(self)
 
-    # -- what StepRun reads ---------------------------------------------------------
-    @property
-    def step(self) -> int:
-        return self.tracker.step
-
-    @property
-    def start_step(self) -> int:
-        return self.tracker.start_step
-
-    @property
-    def run_id(self) -> str:
-        return self.carry.run_id
-
-    @property
-    def links(self) -> dict[str, str]:
-        return self.carry.links
-
-    @property
-    def steps_per_execution(self) -> int:
-        return self.tracker.steps_per_execution
-
+    # -- what StepRun asks ----------------------------------------------------------
     def resume_state(self) -> ResumeState:
         """What a checkpoint of the model now hands to a run resumed from it."""
-        return self.carry.resume_state(
-            self._members + self._passive,
-            self.tracker.step,
-            self.tracker.examples_per_step(),
-        )
+        step, batches = self.tracker.step, self.tracker.batches
+        examples = self.carry.examples_per_step(step, batches)
+        return self.carry.resume_state(self._members + self._passive, step, examples)
 
     # -- registration -------------------------------------------------------------
     def register(self, callback: StepCallback, active: bool = True) -> None:
@@ -156,33 +115,19 @@ class Dispatcher:
                 group.append(self.carry.member(callback))
                 # Stable sort: role first, then the order the user listed them.
                 group.sort(key=lambda member: ROLES.index(member.callback.role))
-            self.carry.last_readers = [
-                cb
-                for cb in self._all_callbacks()
-                if cb.reads_values and cb.reduce == "last" and cb.every is not None
-            ]
+            members = self._members + self._passive
+            self.carry.last_readers = [m.callback for m in members if m.reads("last")]
             self._next_due = 0
             self._quiet_until = -1
-
-    @property
-    def callbacks(self) -> list[StepCallback]:
-        """The active callbacks of the run, in the order they act at a step."""
-        return [member.callback for member in self._members]
-
-    def _all_callbacks(self) -> list[StepCallback]:
-        return [member.callback for member in self._members + self._passive]
 
     def may_provide(self, name: str) -> bool:
         """Whether a provider of the run declares `name`, or declares no names and
         has not acted yet (`StepRun.may_provide`)."""
         for member in self._members:
             callback = member.callback
-            if not callback.is_provider:
-                continue
             declares = callback.value_prefix or callback.provides
-            if callback.may_provide(name) or (
-                not declares and member.last_fired is None
-            ):
+            silent = not declares and member.last_fired is None
+            if callback.is_provider and (callback.may_provide(name) or silent):
                 return True
         return False
 
@@ -191,20 +136,15 @@ class Dispatcher:
         self._wake = True
         self._quiet_until = -1
 
-    @property
-    def acting(self) -> bool:
-        """True while kerasteps callbacks of this run act: within the run's begin,
-        a step's dispatch, an epoch end or the run's end (see `act`).
-
-        On the training thread (`thread`) while this run has not `ended`, False
-        means the thread is elsewhere: in Keras, another callback, or past a `fit()`
-        that raised (Keras calls no hook then). `StepProgressBar` reads it.
-        """
-        return self._acting.count > 0
-
-    def act(self) -> _Acting:
-        """A context manager: the block is kerasteps callbacks' work (`acting`)."""
-        return self._acting
+    @contextlib.contextmanager
+    def act(self) -> Iterator[None]:
+        """The block is kerasteps callbacks' work (`acting`): the run's begin, a
+        step's dispatch, an epoch end or the run's end."""
+        outer, self.acting = self.acting, True
+        try:
+            yield
+        finally:
+            self.acting = outer
 
     # -- Keras's hooks --------------------------------------------------------------
     def epoch_begin(self, epoch: int) -> None:
@@ -227,15 +167,17 @@ class Dispatcher:
         if batch < self._quiet_until:  # nothing is due: only count
             self.tracker.count(batch)
             return
-        with self._lock, self._acting:
+        with self._lock, self.act():
             if not self.ended:
                 self._batch_end(batch, self.last_logs)
                 self._quiet_until = self._quiet_batches()
 
     def _batch_end(self, batch: int, logs: Mapping[str, Any]) -> None:
         self.carry.windows.invalidate()
+        before = self.tracker.step
         try:
             advanced = self.tracker.advance(batch, logs)
+            self.carry.check_examples(before, self.tracker.batches)
         except (StepNotCountedError, ValueError):
             self.abort()
             raise
@@ -244,7 +186,7 @@ class Dispatcher:
         prev, step, epoch_last = advanced
         if self._wake or epoch_last or step >= self._next_due:
             self._wake = False
-            self._dispatch(prev, step, logs, epoch_last)
+            self._dispatch(self._record(step, prev, logs, epoch_last=epoch_last))
             self._next_due = self._due_after(step)
         if self.carry.last_readers:
             tracker = self.tracker
@@ -253,66 +195,43 @@ class Dispatcher:
 
     def _quiet_batches(self) -> float:
         """Batches with an index below this need nothing but counting."""
-        if (
-            self.ended
-            or self._wake
-            or not self.tracker.settled
-            or self.carry.last_readers
-        ):
+        busy = self.ended or self._wake or self.carry.last_readers
+        if busy or not self.tracker.settled:
             return -1
         return self.tracker.quiet_limit(self._next_due)
 
-    def _reads_at(self, prev: int, step: int, final: bool) -> bool:
-        """True if a callback that reduces values (on any worker) acts at `step`."""
-        return any(
-            member.callback.reads_values
-            and member.callback.reduce != "epoch"
-            and self._fires(member, prev, step, final)
-            for member in self._members + self._passive
-        )
+    def _reads_at(self, record: StepRecord) -> bool:
+        """True if a callback that reduces values (on any worker) acts at the step."""
+        members = self._members + self._passive
+        return any(m.reads("mean", "last") and self._fires(m, record) for m in members)
 
-    def _due_after(self, step: int) -> int:
-        due = math.inf
-        for callback in self._all_callbacks():
-            for every in callback.schedules():
-                due = min(due, every.next_after(step))
-        return due
+    def _due_after(self, step: int) -> float:
+        """The next step where a schedule of a callback (on any worker) is due."""
+        members = self._members + self._passive
+        dues = [e.next_after(step) for m in members for e in m.callback.schedules()]
+        return min(dues, default=math.inf)
 
-    def _dispatch(
-        self,
-        prev: int,
-        step: int,
-        logs: Mapping[str, Any],
-        epoch_last: bool,
-        final: bool = False,
-    ) -> None:
+    def _dispatch(self, record: StepRecord) -> None:
         # Every callback due at this step reads the trained state: under JAX it
         # lives outside the model's variables mid-epoch until synced. Batch ends run
         # on the training thread (kerasteps callbacks are not async-safe), so the
         # sync cannot race with the next step.
         steps_lib.sync_trained_state(self.model)
-        record = self._record(step, prev, logs, epoch_last=epoch_last, final=final)
-        if self._lockstep and self._reads_at(prev, step, final):
-            self.carry.windows.cumulative(step, logs)  # every worker, before all else
+        if self._lockstep and self._reads_at(record):
+            # every worker, before all else
+            self.carry.windows.cumulative(record.step, record.logs)
         for member in self._members:
-            self._call(member, record, self._fires(member, prev, step, final))
+            self._call(member, record, self._fires(member, record))
         for member in self._passive:
-            if self._fires(member, prev, step, final):
-                member.last_fired = step
-        self._provided = (step, set(record.extras))
+            if self._fires(member, record):
+                member.last_fired = record.step
+        self._provided = (record.step, set(record.extras))
 
     def _record(
         self, step: int, prev: int, logs: Mapping[str, Any], **facts: Any
     ) -> StepRecord:
-        return StepRecord(
-            step=step,
-            prev=prev,
-            logs=logs,
-            run=self.run,
-            facts=self.tracker,
-            time=time.time(),
-            **facts,
-        )
+        now = time.time()
+        return StepRecord(step, prev, logs, self.run, self.tracker, time=now, **facts)
 
     def _call(self, member: Member, record: StepRecord, fired: bool) -> None:
         """Calls one callback at a step: `on_step` when its schedule fired (or a
@@ -335,17 +254,17 @@ class Dispatcher:
         if callback.is_provider and provided:
             record.extras.update(provided)
 
-    def _fires(self, member: Member, prev: int, step: int, final: bool) -> bool:
+    def _fires(self, member: Member, record: StepRecord) -> bool:
         every = member.callback.every
         if every is None:
             return False
-        if final:
-            return every.last and member.last_fired != step
-        return every.fires(prev, step, self.tracker.start_step)
+        if record.final:
+            return every.last and member.last_fired != record.step
+        return every.fires(record.prev, record.step, self.tracker.start_step)
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> None:
         """Re-reads the true step; hands Keras's `val_*` values to the sinks."""
-        with self._lock, self._acting:
+        with self._lock, self.act():
             if self.ended or self._epoch_ended == epoch:
                 return
             self._epoch_ended = epoch
@@ -354,9 +273,12 @@ class Dispatcher:
             values = {k: v for k, v in (logs or {}).items() if k.startswith("val_")}
             values = self._keras_validation(scalar_items(values))
             if values:
-                self._dispatch_extras(values)
-            for callback in self.callbacks:
-                callback.flush()
+                step = self.tracker.step
+                record = self._record(step, step, {}, extras=values)
+                for member in self._members:
+                    self._call(member, record, False)
+            for member in self._members:
+                member.callback.flush()
 
     def test_begin(self) -> None:
         """Keras's own validation is about to reset the metrics: keep their state."""
@@ -366,10 +288,8 @@ class Dispatcher:
 
     def _keras_validation(self, values: dict[str, float]) -> dict[str, float]:
         """Keras's `val_*` values, without those a provider gave at the same step."""
-        if not values:
-            return values
-        for callback in self.callbacks:
-            prefix = callback.value_prefix
+        for member in self._members:
+            prefix = member.callback.value_prefix
             if not prefix or prefix in self._warned:
                 continue
             clashing = sorted(k for k in values if k.startswith(prefix))
@@ -382,23 +302,17 @@ class Dispatcher:
                     "where both ran, %s's values are written. To keep them apart, "
                     'give it another prefix, e.g. `prefix="val_steps_"`.',
                     ", ".join(clashing),
-                    type(callback).__name__,
-                    type(callback).__name__,
+                    type(member.callback).__name__,
+                    type(member.callback).__name__,
                 )
         step, provided = self._provided
         if step == self.tracker.step:
             values = {k: v for k, v in values.items() if k not in provided}
         return values
 
-    def _dispatch_extras(self, values: dict[str, Any]) -> None:
-        step = self.tracker.step
-        record = self._record(step, step, {}, extras=values)
-        for member in self._members:
-            self._call(member, record, False)
-
     def train_end(self) -> None:
         """Fires `Every(last=True)` callbacks at the final step, then closes all."""
-        with self._lock, self._acting:
+        with self._lock, self.act():
             if self.ended:
                 return
             self.carry.windows.close_epoch()
@@ -406,23 +320,24 @@ class Dispatcher:
             final = self.tracker.step
             trained = final > self.tracker.start_step
             if trained:
-                self._dispatch(final, final, self.last_logs, False, final=True)
-            members = self._members + self._passive
-            self.carry.resume_state(members, final, windows=trained).attach(self.model)
+                self._dispatch(self._record(final, final, self.last_logs, final=True))
+            # Nothing trained: no windows to hand on.
+            members = self._members + self._passive if trained else []
+            self.carry.resume_state(members, final).attach(self.model)
             self._close()
 
     def abort(self) -> None:
         """Closes every callback after an error, without dispatching anything."""
-        with self._lock, self._acting:
+        with self._lock, self.act():
             if not self.ended:
                 self._close()
 
     def _close(self) -> None:
         self.ended = True
         errors = []
-        for callback in self.callbacks:
+        for member in self._members:
             try:
-                callback.on_run_end(self.tracker.step)
+                member.callback.on_run_end(self.tracker.step)
             except Exception as error:  # noqa: BLE001 - close the others first
                 errors.append(error)
         if errors:

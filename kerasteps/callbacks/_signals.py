@@ -97,8 +97,7 @@ class GracefulStop:
                 "handlers installed."
             )
             return
-        for sig in self.signals:
-            self._previous[sig] = signal.signal(sig, self._handle)
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
 
     def restore(self) -> None:
         """Puts back the handlers that were there before `install`."""

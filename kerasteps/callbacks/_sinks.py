@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import re
 import uuid
 
 import tensorflow as tf
@@ -65,11 +66,7 @@ def is_run_id(value: object) -> bool:
     >>> is_run_id(new_run_id()), is_run_id("../x"), is_run_id(5)
     (True, False, False)
     """
-    return (
-        isinstance(value, str)
-        and 0 < len(value) <= 64
-        and all(c in "0123456789abcdef" for c in value)
-    )
+    return isinstance(value, str) and re.fullmatch("[0-9a-f]{1,64}", value) is not None
 
 
 def owner_file(place: str, is_file: bool) -> str:

@@ -81,17 +81,15 @@ def _terminal_stat(stream) -> os.stat_result | None:
 
 def _stream_handlers() -> list[logging.StreamHandler]:
     """Every `StreamHandler` attached to the root logger or any other logger."""
-    loggers = [logging.getLogger()] + [
-        logger
-        for logger in list(logging.Logger.manager.loggerDict.values())
-        if isinstance(logger, logging.Logger)
-    ]
-    found: dict[int, logging.StreamHandler] = {}
-    for logger in loggers:
-        for handler in list(logger.handlers):
-            if isinstance(handler, logging.StreamHandler):
-                found.setdefault(id(handler), handler)
-    return list(found.values())
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = (
+        handler
+        for logger in loggers
+        if isinstance(logger, logging.Logger)  # not a `PlaceHolder`
+        for handler in list(logger.handlers)
+        if isinstance(handler, logging.StreamHandler)
+    )
+    return list(dict.fromkeys(handlers))  # each once
 
 
 class _AboveLine:
@@ -104,11 +102,8 @@ class _AboveLine:
     def write(self, text: str) -> int:
         return self.line._write_above(self.stream, text)
 
-    def flush(self) -> None:
-        self.stream.flush()
-
     def __getattr__(self, name: str):
-        return getattr(self.stream, name)  # name, encoding, fileno, isatty...
+        return getattr(self.stream, name)  # flush, name, encoding, fileno, isatty...
 
 
 class LiveLine:
@@ -149,11 +144,13 @@ class LiveLine:
         self._whole_lines = enabled and self._stat is None
         self._alive = alive
         self._lock = threading.RLock()
-        self._text = ""  # the live line, as last drawn
+        #: The live line as last drawn (control sequences included).
+        self.text = ""
         self._width = 0  # its width on screen, in columns
         self._shown = False  # on screen, the cursor at its end
         self._partial = False  # a log write without its newline came last
-        self._closed = False
+        #: True after `close()`, or once a log line found the owner's run over.
+        self.closed = False
         self._wrapped: list[tuple[logging.StreamHandler, _AboveLine]] = []
         self._last_resort: tuple[logging.Handler, logging.Handler] | None = None
         self._scanned = -float("inf")
@@ -161,22 +158,12 @@ class LiveLine:
     @property
     def active(self) -> bool:
         """True while the line is drawn in place on a terminal (until `close()`)."""
-        return self._stat is not None and not self._closed
-
-    @property
-    def closed(self) -> bool:
-        """True after `close()`, or once a log line found the owner's run over."""
-        return self._closed
+        return self._stat is not None and not self.closed
 
     @property
     def whole_lines(self) -> bool:
         """True off a terminal: what is drawn is written as whole lines only."""
-        return self._whole_lines and not self._closed
-
-    @property
-    def text(self) -> str:
-        """The live line as last drawn (control sequences included)."""
-        return self._text
+        return self._whole_lines and not self.closed
 
     @contextlib.contextmanager
     def drawing(self) -> Iterator[None]:
@@ -185,33 +172,29 @@ class LiveLine:
         Text up to a newline becomes a finished line (it scrolls up with the log
         lines); the text after the last newline is the live line.
         """
-        if not self.active:
-            if not self.whole_lines:
-                yield
-                return
-            captured = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(captured):
-                    yield
-            finally:
-                self._write_whole_lines(captured.getvalue())
+        active = self.active
+        if not (active or self.whole_lines):
+            yield
             return
         captured = io.StringIO()
         with self._lock:
-            if time.monotonic() - self._scanned >= _RESCAN_SECONDS:
+            if active and time.monotonic() - self._scanned >= _RESCAN_SECONDS:
                 self._wrap_handlers()  # before the line is on screen
             try:
                 with contextlib.redirect_stdout(captured):
                     yield
             finally:
-                self._draw(captured.getvalue())
+                if active:
+                    self._draw(captured.getvalue())
+                else:
+                    self._write_whole_lines(captured.getvalue())
 
     def close(self) -> None:
         """Gives every handler its stream back and leaves the cursor on a new row."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True
+            self.closed = True
             for handler, wrapper in self._wrapped:
                 if handler.stream is wrapper:
                     handler.stream = wrapper.stream
@@ -222,17 +205,11 @@ class LiveLine:
                     logging.lastResort = original
                 self._last_resort = None
             self._alive = None  # what it holds (the owner's run) may go
-            if (self._shown and self._text) or self._partial:
+            if (self._shown and self.text) or self._partial:
                 self._write("\n")
             self._shown = self._partial = False
 
     # -- drawing ------------------------------------------------------------------
-    def _columns(self) -> int | None:
-        try:
-            return os.get_terminal_size(self.stream.fileno()).columns or None
-        except (AttributeError, OSError, ValueError):
-            return None
-
     def _write(self, text: str) -> None:
         try:
             self.stream.write(text)
@@ -247,48 +224,45 @@ class LiveLine:
         if self._partial:
             self._partial = False
             return "\n"  # keep a log line that has no newline yet
-        columns = self._columns()
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            columns = 0  # unknown
         # A line as wide as the terminal or wider wraps. The rows are counted at the
         # current width: terminals that reflow lines when resized show it that way.
         rows_above = (self._width - 1) // columns if self._shown and columns else 0
         return "\r" + (f"\x1b[{rows_above}A" if rows_above > 0 else "")
 
-    def _set_line(self, text: str) -> None:
-        self._text = text
-        self._width = _width(text)
-        self._shown = bool(text)
-
     def _write_whole_lines(self, captured: str) -> None:
         """Off a terminal: each line as it would end up on screen, with a newline."""
-        lines = []
-        for written in captured.split("\n"):
-            text = _CONTROL.sub("", _overwrite("", written)).rstrip()
-            if text:
-                lines.append(text + "\n")
-        if lines:
-            with self._lock:
-                self._write("".join(lines))  # one write: a pipe keeps it whole
+        rows = (_overwrite("", written) for written in captured.split("\n"))
+        lines = [_CONTROL.sub("", row).rstrip() for row in rows]
+        text = "".join(f"{line}\n" for line in lines if line)
+        if text:
+            self._write(text)  # one write: a pipe keeps it whole
 
     def _draw(self, captured: str) -> None:
         if not captured:
             return
         *finished, live = captured.split("\n")
         out = [self._home(), _ERASE]
-        line = self._text
+        line = self.text
         for written in finished:
             out.append(_overwrite(line, written) + "\n")
             line = ""
         line = _overwrite(line, live)
         out.append(line)
         self._write("".join(out))
-        self._set_line(line)
+        self.text = line
+        self._width = _width(line)
+        self._shown = bool(line)
 
     # -- log lines ----------------------------------------------------------------
     def _write_above(self, stream: TextIO, text: str) -> int:
-        if not self._closed and self._alive is not None and not self._alive():
+        if not self.closed and self._alive is not None and not self._alive():
             self.close()  # the run ended without telling (fit raised)
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return stream.write(text)
             if text and self._shown and not self._partial:
                 self._write(self._home() + _ERASE)
@@ -297,8 +271,8 @@ class LiveLine:
             stream.flush()
             if text.endswith("\n"):
                 self._partial = False
-                if self._text:
-                    self._write(self._text)
+                if self.text:
+                    self._write(self.text)
                     self._shown = True
             elif text:
                 self._partial = True
@@ -309,16 +283,11 @@ class LiveLine:
         self._scanned = time.monotonic()
         for handler in _stream_handlers():
             stream = getattr(handler, "stream", None)
-            if isinstance(stream, _AboveLine):
-                if stream.line is self:
-                    continue
+            if isinstance(stream, _AboveLine) and stream.line is not self:
                 stream.line.close()  # an older line (its run raised): this one is on
                 stream = handler.stream
-                if isinstance(stream, _AboveLine):
-                    continue
-            other = _terminal_stat(stream)
-            if other is None or not os.path.samestat(other, self._stat):
-                continue
+            if isinstance(stream, _AboveLine) or not self._on_terminal(stream):
+                continue  # drawn through this line already, or another terminal
             wrapper = _AboveLine(stream, self)
             try:
                 # Under the handler's lock: a record it is printing now is out first.
@@ -327,6 +296,11 @@ class LiveLine:
                 continue
             self._wrapped.append((handler, wrapper))
         self._wrap_last_resort()
+
+    def _on_terminal(self, stream: TextIO) -> bool:
+        """Whether `stream` writes to this line's terminal."""
+        stat = _terminal_stat(stream)
+        return stat is not None and os.path.samestat(stat, self._stat)
 
     def _wrap_last_resort(self) -> None:
         """`logging.lastResort` (WARNING and up when no logger has a handler) too.
@@ -346,8 +320,7 @@ class LiveLine:
             original.stream, _AboveLine
         ):
             return
-        stat = _terminal_stat(original.stream)
-        if stat is None or not os.path.samestat(stat, self._stat):
+        if not self._on_terminal(original.stream):
             return
         ours = logging.StreamHandler(_AboveLine(original.stream, self))
         ours.setLevel(original.level)

@@ -12,8 +12,7 @@
 - **Counting is checked.** At the first batch of a run it checks that the global step
   moved; if it did not while the model trained (a GAN training with optimizers of its
   own, `model.optimizer` unused), training stops with an error that names the
-  optimizers and the one-line declaration. A resumed run is checked to train on as
-  many examples per batch as its checkpoint.
+  optimizers and the one-line declaration.
 - **The facts of a step**, read on request: the step counters and the learning rates.
 """
 
@@ -27,7 +26,6 @@ import keras
 
 from kerasteps import _compat
 from kerasteps import steps as steps_lib
-from kerasteps.callbacks import _windows
 from kerasteps.callbacks.step_event import scalar_items
 from kerasteps.steps import StepNotCountedError
 
@@ -38,10 +36,8 @@ _PROGRESS_CHECK_BATCHES = 100
 
 
 def _weights_fingerprint(model: keras.Model) -> list[float] | None:
-    variables = model.trainable_variables
-    if not variables:
-        return None
-    return [float(keras.ops.convert_to_numpy(keras.ops.sum(v))) for v in variables]
+    sums = [keras.ops.sum(v) for v in model.trainable_variables]
+    return [float(keras.ops.convert_to_numpy(s)) for s in sums] or None
 
 
 def _iterations(optimizers: Mapping[str, Any]) -> dict[str, int]:
@@ -80,32 +76,24 @@ class _ProgressCheck:
         self.batches += 1
         if step > self.start_step or micro > self.start_micro:
             return True
-        counters = steps_lib.step_counters(self.model)
-        if any(counters[k] != v for k, v in self.counters.items()):
+        if steps_lib.step_counters(self.model) != self.counters:
             return True  # another declared counter moved (the critic's)
         found = steps_lib.optimizer_attributes(self.model)
         optimizers = _iterations(found)
+        deltas = {k: v - self.optimizers.get(k, 0) for k, v in optimizers.items()}
+        moving = {k: delta for k, delta in deltas.items() if delta}
         global_optimizer = steps_lib.global_optimizer(self.model)
-        others_moved = [
-            name
-            for name, count in optimizers.items()
-            if count != self.optimizers.get(name, 0)
-            and found[name] is not global_optimizer
-        ]
         weights = _weights_fingerprint(self.model)
-        trained = others_moved or (
-            self.weights is not None and weights is not None and weights != self.weights
-        )
-        if trained:
-            raise StepNotCountedError(self._message(optimizers))
+        changed = self.weights is not None and weights not in (None, self.weights)
+        if changed or any(found[k] is not global_optimizer for k in moving):
+            raise StepNotCountedError(self._message(optimizers, moving))
         return self.batches >= _PROGRESS_CHECK_BATCHES  # nothing trained: look again
 
     def _refusal(self, own: dict[str, Any]) -> str:
         """Before training: the model's train_step uses optimizers of its own."""
         name = type(self.model).__name__
-        iterations = _iterations(own)
         found = ", ".join(f"`{attr}`" for attr in own)
-        suggestion = steps_lib.suggest_global_step({k: 0 for k in iterations})
+        suggestion = steps_lib.suggest_global_step({k: 0 for k in own})
         return (
             f"kerasteps: {name} defines its own train_step and holds the optimizers "
             f"{found}, while `model.optimizer` is the RMSprop that compile() sets "
@@ -121,21 +109,18 @@ class _ProgressCheck:
             'global_step="optimizer".'
         )
 
-    def _message(self, optimizers: dict[str, int]) -> str:
+    def _message(self, optimizers: dict[str, int], moving: dict[str, int]) -> str:
+        """In the first steps: the model trained, its global step did not move
+        (`moving`: the optimizers' iterations that did, by how much)."""
         name = type(self.model).__name__
-        counter = steps_lib.global_step_name(self.model)
         if steps_lib.is_plain(self.model):
             what = f"`model.optimizer.iterations` stayed at {self.start_step}"
         else:
+            counter = steps_lib.global_step_name(self.model)
             what = f"its global counter `{counter}` stayed at {self.start_step}"
         found = ", ".join(
             f"`{attr}` (iterations {count})" for attr, count in optimizers.items()
         )
-        moving = {
-            k: v - self.optimizers.get(k, 0)
-            for k, v in optimizers.items()
-            if v != self.optimizers.get(k, 0)
-        }
         if moving:
             suggestion = steps_lib.suggest_global_step(moving)
             applied = (
@@ -160,15 +145,8 @@ class _ProgressCheck:
 class StepTracker:
     """The global step of one `fit()` call, and the model's facts at a step."""
 
-    def __init__(
-        self,
-        model: keras.Model,
-        params: dict | None,
-        windows: _windows.MetricWindows,
-        expected_examples: tuple[int, str] | None,
-    ):
+    def __init__(self, model: keras.Model, params: dict | None):
         self.model = model
-        self.windows = windows
         self.counter_names = list(steps_lib.step_counter_variables(model))
         self.global_name = steps_lib.global_step_name(model)
         self.is_plain = steps_lib.is_plain(model)
@@ -184,12 +162,14 @@ class StepTracker:
         self.epoch_start_micro = self.start_micro
         # The index Keras passes `on_train_batch_end` -> the execution's last batch.
         self.batch_end_shift = _compat.batch_end_shift(self.steps_per_execution)
-        self._expected_examples = expected_examples
         self._reports_step = False
         self._progress: _ProgressCheck | None = _ProgressCheck(
             model, self.start_step, self.start_micro
         )
-        self._exact = self._must_read_each_batch()
+        optimizer = steps_lib.global_optimizer(model)
+        scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        unknown_length = self.steps_in_epoch is None and self.steps_per_execution > 1
+        self._exact = scaled or unknown_length
         self._warned: set[str] = set()
 
     @property
@@ -197,16 +177,15 @@ class StepTracker:
         return max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
 
     @property
+    def batches(self) -> int:
+        """The batches this run trained (micro steps, with gradient accumulation)."""
+        return self.micro - self.start_micro
+
+    @property
     def settled(self) -> bool:
         """True when counting batches in Python gives the step: no exact reads, no
         counter in the logs, no check still running."""
         return not (self._exact or self._reports_step or self._progress is not None)
-
-    def _must_read_each_batch(self) -> bool:
-        spe = self.steps_per_execution
-        optimizer = steps_lib.global_optimizer(self.model)
-        scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        return scaled or (self.steps_in_epoch is None and spe > 1)
 
     def read_true(self) -> tuple[int, int]:
         """The model's (global step, micro steps), from the trained state."""
@@ -239,7 +218,6 @@ class StepTracker:
 
         Raises:
             StepNotCountedError: the model trained but its global step did not move.
-            ValueError: a resumed run trains on batches of another size.
         """
         done = batch + 1
         epoch_last = self.steps_in_epoch is not None and done >= self.steps_in_epoch
@@ -264,8 +242,6 @@ class StepTracker:
 
     def _check_progress(self, step: int) -> int:
         true_step, true_micro = self.read_true()
-        if self._expected_examples is not None:
-            self._check_examples(true_micro)
         if self._progress.moved(true_step, true_micro):
             self._progress = None
         if true_step != step or true_micro != self.micro:
@@ -273,36 +249,6 @@ class StepTracker:
             self._exact = True
         self.micro = true_micro
         return true_step
-
-    def _check_examples(self, micro: int) -> None:
-        """A resumed run trains on as many examples per batch as its checkpoint."""
-        expected, source = self._expected_examples
-        self._expected_examples = None
-        batches = micro - self.start_micro
-        loss = self.windows.cumulative(self.step).get("loss")
-        if loss is None or batches <= 0:
-            return
-        per_batch = loss[1] / batches
-        if abs(per_batch - expected) > 1e-6:
-            raise ValueError(
-                f"kerasteps: this run trains on {per_batch:g} examples per batch, but "
-                f"the checkpoint it resumed from ({source}) was trained on {expected}: "
-                "`skip_consumed` skipped the batches of the wrong size, so the run "
-                "would not see the data the interrupted run would have seen. Resume "
-                f"with the batch size {expected}, or start a new run."
-            )
-
-    def examples_per_step(self) -> int | None:
-        """Examples per batch of this run (the loss tracker's count), if constant."""
-        batches = self.micro - self.start_micro
-        if batches <= 0:
-            return None
-        loss = self.windows.cumulative(self.step).get("loss")
-        if loss is None:
-            return None
-        per_batch = loss[1] / batches
-        rounded = round(per_batch)
-        return int(rounded) if abs(per_batch - rounded) < 1e-6 and rounded > 0 else None
 
     def resync(self) -> None:
         """Sets the tracked step to the model's true global step."""

@@ -53,10 +53,6 @@ def check_reduce(reduce: Any) -> str:
     return reduce
 
 
-def _is_number(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
-
-
 def carry_problem(carry: Any) -> str | None:
     """What keeps `carry` (a checkpoint's `windows`) from being a run's partial
     windows, or None: `{schedule: {metric: [total, count]}}`, finite numbers.
@@ -78,7 +74,7 @@ def carry_problem(carry: Any) -> str | None:
             if not (
                 isinstance(state, list)
                 and len(state) == 2
-                and all(_is_number(v) for v in state)
+                and all(type(v) in (int, float) and math.isfinite(v) for v in state)
             ):
                 return f"{schedule!r} holds {key!r}: {state!r}, not [total, count]"
     return None
@@ -94,18 +90,9 @@ def _is_mean(metric: Any) -> bool:
     )
 
 
-def _subtract(a: State, b: State) -> State:
-    out = dict(a)
-    for key, value in b.items():
-        out[key] = out[key] - value if key in out else -value
-    return out
-
-
 def _add(a: State, b: State) -> State:
-    out = dict(a)
-    for key, value in b.items():
-        out[key] = out[key] + value if key in out else value
-    return out
+    """`a + b`, key by key (a key that one of them lacks is zero there)."""
+    return {key: a.get(key, 0.0) + b.get(key, 0.0) for key in a | b}
 
 
 class MetricWindows:
@@ -152,11 +139,8 @@ class MetricWindows:
             self._reader = ScalarReader(
                 [v for key in keys for v in self._metrics[key].variables]
             )
-        values = self._reader()
-        return {
-            key: np.array(values[2 * i : 2 * i + 2], dtype=np.float64)
-            for i, key in enumerate(keys)
-        }
+        pairs = np.array(self._reader(), dtype=np.float64).reshape(-1, 2)
+        return dict(zip(keys, pairs, strict=True))
 
     def invalidate(self) -> None:
         """A new batch ended: the state read before is old."""
@@ -200,9 +184,7 @@ class MetricWindows:
         check runs at every read (a raw value equals the running mean after one
         batch, rarely after more).
         """
-        for key in list(self._metrics):
-            if key not in logs:
-                continue
+        for key in [key for key in self._metrics if key in logs]:
             try:
                 logged = float(logs[key])
             except (TypeError, ValueError):
@@ -210,10 +192,10 @@ class MetricWindows:
             expected = self.result(key, epoch[key])
             if expected is None:
                 same = logged == 0.0  # Keras's result for no examples
-            elif math.isnan(expected) or math.isnan(logged):
-                same = math.isnan(expected) and math.isnan(logged)
             else:
-                same = math.isclose(logged, expected, rel_tol=1e-5, abs_tol=1e-7)
+                both_nan = math.isnan(expected) and math.isnan(logged)
+                close = math.isclose(logged, expected, rel_tol=1e-5, abs_tol=1e-7)
+                same = both_nan or close
             if not same:
                 logger.debug(
                     "kerasteps: %r in the logs (%r) is not the running mean of the "
@@ -242,22 +224,12 @@ class MetricWindows:
         self, logs: Mapping[str, float], window: State
     ) -> tuple[dict[str, float], frozenset[str]]:
         """Replaces each mean in `logs` by its window's value; names those keys."""
-        values = dict(logs)
-        reduced = set()
-        for key in values:
-            if key in window and self._metrics and key in self._metrics:
-                value = self.result(key, window[key])
-                if value is not None:
-                    values[key] = value
-                    reduced.add(key)
-        return values, frozenset(reduced)
+        keys = [key for key in logs if key in window and key in (self._metrics or {})]
+        results = {key: self.result(key, window[key]) for key in keys}
+        reduced = {key: value for key, value in results.items() if value is not None}
+        return {**logs, **reduced}, frozenset(reduced)
 
 
 def window_between(end: State, start: State) -> State:
     """The state of the steps after `start` up to `end` (both cumulative)."""
-    return _subtract(end, start)
-
-
-def carried(start: State) -> State:
-    """The window start of a run that carries `start` (a partial window) in."""
-    return {key: -value for key, value in start.items()}
+    return _add(end, {key: -value for key, value in start.items()})

@@ -200,9 +200,7 @@ class StepCallback(keras.callbacks.Callback):
         >>> speed.may_provide("steps_per_second"), speed.may_provide("x")
         (True, False)
         """
-        if not self.is_provider:
-            return False
-        return (
+        return self.is_provider and (
             name in self.provides
             or bool(self.value_prefix and name.startswith(self.value_prefix))
             or name in getattr(self, "last_values", {})
@@ -213,12 +211,12 @@ class StepCallback(keras.callbacks.Callback):
         dispatcher = get_dispatcher(self.model, self.params)
         self._dispatcher = dispatcher  # the Keras hooks below feed it
         self._run = dispatcher.run
-        if self.chief_only and not dispatcher.is_chief:
+        if not self.active:
             dispatcher.register(self, active=False)  # on another worker: no acts
             return
         try:
             with dispatcher.act():
-                self.on_run_begin(dispatcher.start_step)
+                self.on_run_begin(self._run.start_step)
         except BaseException:
             dispatcher.abort()  # close the callbacks that already began
             raise
@@ -229,22 +227,20 @@ class StepCallback(keras.callbacks.Callback):
         """False on a worker that is not the chief, for a chief-only callback."""
         return self._run is not None and (self._run.is_chief or not self.chief_only)
 
+    # The hooks below come after `on_train_begin` in `fit()`; `on_test_begin` also
+    # comes in an `evaluate()` of its own, where the callback is not part of a run.
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.epoch_begin(epoch)
+        self._dispatcher.epoch_begin(epoch)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.batch_end(batch, logs)
+        self._dispatcher.batch_end(batch, logs)
 
     def on_test_begin(self, logs: dict | None = None) -> None:
         if self._dispatcher is not None:
             self._dispatcher.test_begin()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.epoch_end(epoch, logs)
+        self._dispatcher.epoch_end(epoch, logs)
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.train_end()
+        self._dispatcher.train_end()

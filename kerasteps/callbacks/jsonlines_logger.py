@@ -19,15 +19,23 @@ __all__ = ["JSONLinesLogger"]
 logger = logging.getLogger("kerasteps")
 
 
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # "nan", "inf": JSON has no literal for them
-    return value
-
-
 def _encode(record: dict[str, Any]) -> str:
-    """One record as a JSON line (with its newline)."""
-    return json.dumps({k: _json_number(v) for k, v in record.items()}) + "\n"
+    """One record as a JSON line (with its newline); a non-finite float as a string
+    (`"nan"`, `"inf"`: JSON has no literal for them)."""
+    out = {
+        k: str(v) if isinstance(v, float) and not math.isfinite(v) else v
+        for k, v in record.items()
+    }
+    return json.dumps(out) + "\n"
+
+
+def _step_of(line: str) -> int | None:
+    """The step of a JSON line; None for a torn last line from a killed run (which
+    is dropped)."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _replace_last_line(path: str, old: str, new: str) -> bool:
@@ -38,20 +46,17 @@ def _replace_last_line(path: str, old: str, new: str) -> bool:
     one (`gs://`) is written anew, atomically.
     """
     old_bytes, new_bytes = old.encode(), new.encode()
-    if "://" in path:
+    if not _atomic.is_local(path):
         with tf.io.gfile.GFile(path, "rb") as handle:
             data = handle.read()
         if not data.endswith(old_bytes):
             return False
-        text = (data[: len(data) - len(old_bytes)] + new_bytes).decode()
-        _atomic.write_text(path, text)
+        _atomic.write_text(path, (data.removesuffix(old_bytes) + new_bytes).decode())
         return True
     with open(path, "r+b") as handle:
         start = handle.seek(0, os.SEEK_END) - len(old_bytes)
-        if start < 0:
-            return False
-        handle.seek(start)
-        if handle.read(len(old_bytes)) != old_bytes:
+        handle.seek(max(start, 0))
+        if start < 0 or handle.read(len(old_bytes)) != old_bytes:
             return False
         handle.seek(start)
         handle.write(new_bytes)
@@ -118,54 +123,39 @@ class JSONLinesLogger(StepSink):
         write_learning_rate: bool = True,
         write_counters: bool = True,
     ):
-        super().__init__(
-            path, every, reduce, write_learning_rate, write_counters, argument="path"
-        )
+        super().__init__(path, every, reduce, write_learning_rate, write_counters)
         self.path = self.place
         #: The last line this run wrote, as a record and as written (see `amend`).
         self._last_line: tuple[dict[str, Any], str] | None = None
         self._file = None
-        self._bytes_written = 0
-        self._last_step_written: int | None = None
-        self._sig_at_begin: tuple = ()
+        self._last_step_written = -1  # the file's last step; -1: none
+        #: `[size, inode]` the file has at the run's end if only this run wrote it.
+        self._expected: list = [0, None]
 
     # -- the place --------------------------------------------------------------------
     def _read_lines(self) -> list[tuple[int | None, str]]:
         if not tf.io.gfile.exists(self.path):
             return []
-        lines = []
         with tf.io.gfile.GFile(self.path, "r") as handle:
-            for raw in handle.read().splitlines():
-                if not raw.strip():
-                    continue
-                try:
-                    step = int(json.loads(raw)["step"])
-                except (ValueError, KeyError, TypeError):
-                    step = None  # a torn last line from a killed run: dropped
-                lines.append((step, raw))
-        return lines
-
-    def _known_last_step(self) -> int | None:
-        """The last step, when the file is as this process left it (no read)."""
-        sig = _logcache.signature([self.path])
-        return _logcache.bound_if_unchanged(self.path, sig)
+            lines = handle.read().splitlines()
+        return [(_step_of(line), line) for line in lines if line.strip()]
 
     def held_records(self, start_step: int) -> tuple[bool, bool]:
         lines = self._read_lines()
-        after = any(step is None or step > start_step for step, _ in lines)
-        return bool(lines), after
+        return bool(lines), any(step is None or step > start_step for step, _ in lines)
 
     def drop_after(self, step: int) -> int:
-        known = self._known_last_step()
+        # The last step, when the file is as this process left it: no read.
+        sig = _logcache.signature([self.path])
+        known = _logcache.bound_if_unchanged(self.path, sig)
         if known is not None and known <= step:
-            self._last_step_written = None if known < 0 else known
+            self._last_step_written = known
             return 0
         lines = self._read_lines()
-        keep = [raw for at, raw in lines if at is not None and at <= step]
+        keep = [(at, raw) for at, raw in lines if at is not None and at <= step]
         if len(keep) != len(lines):
-            _atomic.write_text(self.path, "".join(line + "\n" for line in keep))
-        kept = [at for at, _ in lines if at is not None and at <= step]
-        self._last_step_written = max(kept) if kept else None
+            _atomic.write_text(self.path, "".join(raw + "\n" for _, raw in keep))
+        self._last_step_written = max((at for at, _ in keep), default=-1)
         return len(lines) - len(keep)
 
     def keep_aside(self, kept: str, upto: int | None) -> None:
@@ -173,36 +163,25 @@ class JSONLinesLogger(StepSink):
         _logcache.forget(self.path)
 
     def open(self, start_step: int) -> None:
-        self._bytes_written = 0
         self._last_line = None
-        self._sig_at_begin = _logcache.signature([self.path])
+        held = _logcache.signature([self.path])
+        self._expected = [held[0][1], held[0][3]] if held else [0, None]
         self._file = tf.io.gfile.GFile(self.path, "a")
 
     def close(self) -> None:
-        try:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                self._remember_last_step()
-        finally:
-            self._last_line = None
-
-    def _remember_last_step(self) -> None:
-        """After closing: if the file grew by exactly what this logger wrote,
-        remember its last step so the next run need not read it."""
-        sig = _logcache.signature([self.path])
-        before = self._sig_at_begin[0] if self._sig_at_begin else None
-        size_before = before[1] if before else 0
-        grown = (
-            len(sig) == 1
-            and (before is None or sig[0][3] == before[3])  # not replaced
-            and sig[0][1] == size_before + self._bytes_written
-        )
-        if not grown:
-            _logcache.forget(self.path)
+        """Closes the file; if it grew by exactly what this logger wrote (and was
+        not replaced), remembers its last step so the next run need not read it."""
+        self._last_line = None
+        if self._file is None:
             return
-        last = self._last_step_written
-        _logcache.remember(self.path, sig, -1 if last is None else last)
+        self._file.close()
+        self._file = None
+        sig = _logcache.signature([self.path])
+        size, inode = self._expected
+        if len(sig) == 1 and sig[0][1] == size and inode in (None, sig[0][3]):
+            _logcache.remember(self.path, sig, self._last_step_written)
+        else:
+            _logcache.forget(self.path)
 
     # -- writing ------------------------------------------------------------------
     def write(self, step: int, values: dict[str, Any], time: float) -> None:
@@ -210,7 +189,7 @@ class JSONLinesLogger(StepSink):
         record["step"] = step  # a plain model's counter `step` is the step
         line = _encode(record)
         self._file.write(line)
-        self._bytes_written += len(line.encode())
+        self._expected[0] += len(line.encode())
         self._file.flush()
         self._last_step_written = step
         self._last_line = (record, line)
@@ -226,13 +205,11 @@ class JSONLinesLogger(StepSink):
         unknown length running out. Then the step's line is out, and it is
         rewritten in place (the last line only) with the late values added.
         """
-        if self._last_line is None or self._file is None:
+        if self._last_line is None or self._last_line[0]["step"] != step:
             return
         written, old = self._last_line
-        if step != written["step"]:
-            return
-        merged = dict(written)
-        merged.update((k, v) for k, v in values.items() if k not in ("step", "time"))
+        late = {k: v for k, v in values.items() if k not in ("step", "time")}
+        merged = written | late
         if merged == written:
             return
         line = _encode(merged)
@@ -250,5 +227,5 @@ class JSONLinesLogger(StepSink):
                 ", ".join(sorted(set(merged) - set(written))),
             )
             return
-        self._bytes_written += len(line.encode()) - len(old.encode())
+        self._expected[0] += len(line.encode()) - len(old.encode())
         self._last_line = (merged, line)

@@ -68,10 +68,9 @@ def _fields(fmt: str) -> list[str]:
             )
         if conversion not in (None, "s", "r", "a"):
             raise ValueError(f"`fmt` has an unknown conversion !{conversion}: {fmt!r}.")
-        if field not in _ALWAYS or field == "step":
-            sample = 101 if field == "step" else 1.5
+        if field != "metrics":  # `{step}` and the values are numbers
             try:
-                format(sample, spec or "")
+                format(101 if field == "step" else 1.5, spec)
             except (ValueError, TypeError) as error:
                 raise ValueError(
                     f"`fmt` field {{{field}:{spec}}} cannot format a number ({error})."
@@ -176,20 +175,17 @@ class LogEvery(StepCallback):
 
     def on_run_begin(self, start_step: int) -> None:
         self._checked = False
-        self._ensure_visible()
-
-    def _ensure_visible(self) -> None:
-        log = self.logger
-        if log.handlers or logging.getLogger().handlers:
+        # No handler for the lines anywhere: add one, so that they show up.
+        if self.logger.handlers or logging.getLogger().handlers:
             return
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(_DEFAULT_HANDLER_FORMAT))
         # Step aside once the root logger gets a handler (the user's basicConfig,
         # or absl's), so that no line is printed twice.
         handler.addFilter(lambda record: not logging.getLogger().handlers)
-        log.addHandler(handler)
-        if log.level == logging.NOTSET or log.level > self.level:
-            log.setLevel(self.level)
+        self.logger.addHandler(handler)
+        if self.logger.level == logging.NOTSET or self.logger.level > self.level:
+            self.logger.setLevel(self.level)
 
     def format_line(self, step: int, values: dict[str, Any]) -> str:
         """Returns the log line for `values` at `step`.
@@ -206,17 +202,10 @@ class LogEvery(StepCallback):
         """
         if callable(self.fmt):
             return self.fmt(step, values)
-        metrics = " ".join(
-            f"{name}={format_value(value, name, self.precision)}"
-            for name, value in values.items()
-        )
-        named: dict[str, Any] = {name: _Missing() for name in self._fields}
-        named.update(
-            (name, _Named(name, value, self.precision))
-            for name, value in values.items()
-        )
-        named.update(metrics=metrics, step=step)
-        return self.fmt.format(**named)
+        named = {k: _Named(k, v, self.precision) for k, v in values.items()}
+        metrics = " ".join(f"{name}={value}" for name, value in named.items())
+        missing = {name: _Missing() for name in self._fields}
+        return self.fmt.format_map(missing | named | {"metrics": metrics, "step": step})
 
     def _check_fields(self, event: StepEvent, values: dict[str, Any]) -> None:
         """At the first line: every field must be a name that the run can log."""

@@ -113,30 +113,15 @@ class MLflowLogger(StepSink):
         timeout: float = 30.0,
     ):
         _tracking.require_mlflow("MLflowLogger")
-        super().__init__(
-            None, every, reduce, write_learning_rate, write_counters, argument=""
-        )
-        for name, value in (
-            ("tracking_uri", tracking_uri),
-            ("experiment", experiment),
-            ("run_name", run_name),
-        ):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(
-                    f"`{name}` must be a non-empty string or None, received "
-                    f"{_tracking.redact(repr(value), tracking_uri)}."
-                )
-        self.tracking_uri = tracking_uri
-        self.experiment = experiment
-        self.run_name = run_name
+        super().__init__(None, every, reduce, write_learning_rate, write_counters)
+        self.tracking_uri = _name_or_none("tracking_uri", tracking_uri, tracking_uri)
+        self.experiment = _name_or_none("experiment", experiment, tracking_uri)
+        self.run_name = _name_or_none("run_name", run_name, tracking_uri)
         #: The run's parameters to log (`params`; Keras owns `self.params`).
         self.run_params = _tracking.string_map(params, "params")
         self.tags = _tracking.string_map(tags, "tags")
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not timeout >= 0
-        ):
+        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if not (number and timeout >= 0):  # NaN too
             raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
         self.timeout = float(timeout)
         self.mlflow_run_id: str | None = None
@@ -171,10 +156,6 @@ class MLflowLogger(StepSink):
             active_run=active.info.run_id if active is not None else None,
             linked_run=self.run.links.get(LINK),
             kerasteps_run=self.run.run_id,
-            experiment=self.experiment,
-            run_name=self.run_name,
-            params=self.run_params,
-            tags=self.tags,
             start_step=start_step,
         )
         self._sender = _tracking.Sender(
@@ -187,10 +168,8 @@ class MLflowLogger(StepSink):
         self._sender.start()
 
     def write(self, step: int, values: dict[str, Any], time_s: float) -> None:
-        timestamp = int(time_s * 1000)
-        self._sender.put(
-            [(key, float(value), timestamp, step) for key, value in values.items()]
-        )
+        ms = int(time_s * 1000)
+        self._sender.put([(k, float(v), ms, step) for k, v in values.items()])
 
     def close(self) -> None:
         sender, self._sender = self._sender, None
@@ -206,19 +185,19 @@ class MLflowLogger(StepSink):
         if target.uri is None:
             target.uri = mlflow.get_tracking_uri()
         client = mlflow.MlflowClient(target.uri)
-        run = _find_run(client, target)
+        run = _find_run(client, target, self.experiment)
         if run is None:
             run = client.create_run(
-                _experiment_id(client, target.experiment),
-                run_name=target.run_name,
-                tags={**target.tags, RUN_ID_TAG: target.kerasteps_run},
+                _experiment_id(client, self.experiment),
+                run_name=self.run_name,
+                tags={**self.tags, RUN_ID_TAG: target.kerasteps_run},
             )
-            _log_params(client, run.info.run_id, target.params)
+            _log_params(client, run.info.run_id, self.run_params)
             last: dict[str, int] = {}
         else:
             if target.active_run is None and run.info.status != "RUNNING":
                 client.update_run(run.info.run_id, status="RUNNING")
-            _keep_params(client, run, target)
+            _keep_params(client, run, self.run_params, target.start_step)
             history = client.get_metric_history
             last = {
                 key: max(point.step for point in history(run.info.run_id, key))
@@ -251,6 +230,16 @@ class MLflowLogger(StepSink):
             client.set_terminated(self.mlflow_run_id, status="FINISHED")
 
 
+def _name_or_none(name: str, value: Any, uri: Any) -> str | None:
+    """`value`, None or a non-empty string; else `ValueError` (`uri` redacted)."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(
+            f"`{name}` must be a non-empty string or None, received "
+            f"{_tracking.redact(repr(value), uri)}."
+        )
+    return value
+
+
 @dataclasses.dataclass
 class _Target:
     """Where the points go, as the training thread saw it when the run began."""
@@ -259,21 +248,15 @@ class _Target:
     active_run: str | None
     linked_run: str | None
     kerasteps_run: str
-    experiment: str | None
-    run_name: str | None
-    params: dict[str, str]
-    tags: dict[str, str]
     start_step: int
 
 
-def _find_run(client: Any, target: _Target) -> Any:
+def _find_run(client: Any, target: _Target, experiment: str | None) -> Any:
     """The MLflow run to continue: the active one, the one the checkpoint links, or
     the one tagged with the kerasteps run id; None for a new one."""
     from mlflow.exceptions import MlflowException
 
-    for run_id in (target.active_run, target.linked_run):
-        if run_id is None:
-            continue
+    for run_id in filter(None, (target.active_run, target.linked_run)):
         try:
             run = client.get_run(run_id)
         except MlflowException:
@@ -282,9 +265,8 @@ def _find_run(client: Any, target: _Target) -> Any:
             return run
     if target.start_step == 0:
         return None
-    experiment = _experiment_id(client, target.experiment)
     found = client.search_runs(
-        [experiment],
+        [_experiment_id(client, experiment)],
         filter_string=f"tags.`{RUN_ID_TAG}` = '{target.kerasteps_run}'",
         max_results=1,
     )
@@ -292,15 +274,12 @@ def _find_run(client: Any, target: _Target) -> Any:
 
 
 def _experiment_id(client: Any, name: str | None) -> str:
-    from mlflow.environment_variables import (
-        MLFLOW_EXPERIMENT_ID,
-        MLFLOW_EXPERIMENT_NAME,
-    )
+    from mlflow import environment_variables as variables
 
     if name is None:
-        name = MLFLOW_EXPERIMENT_NAME.get()
+        name = variables.MLFLOW_EXPERIMENT_NAME.get()
         if name is None:
-            return MLFLOW_EXPERIMENT_ID.get() or "0"
+            return variables.MLFLOW_EXPERIMENT_ID.get() or "0"
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
@@ -316,16 +295,14 @@ def _log_params(client: Any, run_id: str, params: Mapping[str, str]) -> None:
         client.log_batch(run_id, params=batch, synchronous=True)
 
 
-def _keep_params(client: Any, run: Any, target: _Target) -> None:
-    """A resumed run keeps its params; new ones are added, changed ones are
-    named in a WARNING and in the tag `kerasteps.params_changed`."""
+def _keep_params(
+    client: Any, run: Any, params: Mapping[str, str], start_step: int
+) -> None:
+    """A resumed run at `start_step` keeps its params; new ones are added, changed
+    ones are named in a WARNING and in the tag `kerasteps.params_changed`."""
     held = run.data.params
-    changed = {
-        key: [held[key], value]
-        for key, value in target.params.items()
-        if key in held and held[key] != value
-    }
-    new = {key: value for key, value in target.params.items() if key not in held}
+    changed = {k: [held[k], v] for k, v in params.items() if k in held and held[k] != v}
+    new = {key: value for key, value in params.items() if key not in held}
     _log_params(client, run.info.run_id, new)
     if not changed:
         return
@@ -333,10 +310,10 @@ def _keep_params(client: Any, run: Any, target: _Target) -> None:
         "MLflowLogger: MLflow run %s keeps the params it was started with; this "
         "resume at step %d has other values for %s (recorded in the tag %s).",
         run.info.run_id,
-        target.start_step,
+        start_step,
         ", ".join(f"{key}: {old} -> {value}" for key, (old, value) in changed.items()),
         CHANGED_TAG,
     )
     record = json.loads(run.data.tags.get(CHANGED_TAG, "{}") or "{}")
-    record[str(target.start_step)] = changed
+    record[str(start_step)] = changed
     client.set_tag(run.info.run_id, CHANGED_TAG, json.dumps(record)[:5000])

@@ -52,9 +52,9 @@ def _check_directory(directory: str | os.PathLike) -> str:
     return path
 
 
-def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
+def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> int:
     """Hands what the next run needs from a restored checkpoint to the model, as
-    a `kerasteps.checkpoint.ResumeState`.
+    a `kerasteps.checkpoint.ResumeState`; returns the model's global step.
 
     These `meta.json` fields do not change what was restored: a malformed one is
     dropped with a WARNING (the weights are fine), never handed to the run. Without
@@ -66,55 +66,50 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> None:
     windows = meta.get("windows", {})
     problem = _windows.carry_problem(windows)
     if problem is not None:
-        _drop(info, "windows", problem, "the first point of each sink is not exact")
+        _drop(info, "windows", problem)
         windows = {}
     run_id = meta.get("run_id")
-    links = meta.get("links", {})
-    if not _well_formed_links(links):
-        _drop(
-            info,
-            "links",
-            f"{links!r:.80} is not a {{name: id}} of strings",
-            "a run of another system, such as MLflow's, is not continued",
-        )
+    links = meta.get("links", {})  # `StepRun.links`: a dict of short strings
+    if not isinstance(links, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= 256
+        for k, v in links.items()
+    ):
+        _drop(info, "links", f"{links!r:.80} is not a {{name: id}} of strings")
         links = {}
     per_step = meta.get("examples_per_step")
     if per_step is not None and (type(per_step) is not int or per_step <= 0):
-        _drop(
-            info,
-            "examples_per_step",
-            f"{per_step!r} is not a positive int",
-            "a resume with another batch size is not caught",
-        )
+        _drop(info, "examples_per_step", f"{per_step!r} is not a positive int")
         per_step = None
     # The sinks' windows that began before the save continue in the next run, which
     # is the same run as the one that saved (its sinks drop their points after it).
+    step = steps_lib.global_step(model)
     ResumeState(
-        step=steps_lib.global_step(model),
+        step=step,
         windows=windows,
         run_id=run_id if _sinks.is_run_id(run_id) else None,
         examples_per_step=per_step,
         source=info.path,
         links=links,
     ).attach(model)
+    return step
 
 
-def _well_formed_links(links: object) -> bool:
-    """`meta.json`'s `links`: a dict of short strings (`StepRun.links`)."""
-    return isinstance(links, dict) and all(
-        isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= 256
-        for k, v in links.items()
-    )
+#: What the next run loses when a field of `meta.json` that only it reads is dropped.
+_COSTS = {
+    "windows": "the first point of each sink is not exact",
+    "links": "a run of another system, such as MLflow's, is not continued",
+    "examples_per_step": "a resume with another batch size is not caught",
+}
 
 
-def _drop(info: CheckpointInfo, field: str, problem: str, cost: str) -> None:
+def _drop(info: CheckpointInfo, field: str, problem: str) -> None:
     logger.warning(
         "StepCheckpoint: %s: %s in meta.json is malformed (%s); the checkpoint is "
         "restored without it (%s).",
         info.path,
         field,
         problem,
-        cost,
+        _COSTS[field],
     )
 
 
@@ -243,20 +238,19 @@ class StepCheckpoint(StepCallback):
                 f"`async_save` must be True or False, received {async_save!r}."
             )
         self.async_save = async_save
-        keep = check_int("keep", keep)
+        self.keep = check_int("keep", keep)
         if verbose not in (0, 1) or not isinstance(verbose, int):
             raise ValueError(f"`verbose` must be 0 or 1, received {verbose!r}.")
         self.verbose = int(verbose)
         self.directory = writable_dir(directory, "directory")
-        self.keep = keep
         self.signals = _signals.check_signals(signals)
-        self.store = CheckpointStore(self.directory, keep)
-        self.store.on_error = self._on_background_error
+        self.store = CheckpointStore(self.directory, self.keep)
+        self.store.on_error = self._wake  # raise the error at the next batch end
         self._lock = _lock.DirectoryLock(self.directory, "`directory`")
         self._stop: _signals.GracefulStop | None = None
         self._pending = False
-        self._saved_steps: set[int] = set()
-        self._refused: set[int] = set()
+        #: The steps of this run saved, or refused as not finite: never saved again.
+        self._done_steps: set[int] = set()
         #: True after a signal made the callback save and stop training.
         self.interrupted = False
         #: The signal number that interrupted the run, else None.
@@ -339,10 +333,7 @@ class StepCheckpoint(StepCallback):
         """
         steps_lib.global_step(model)  # validates model and compile state
         info = CheckpointStore(_check_directory(directory)).restore_latest(model)
-        if info is None:
-            return None
-        _attach_run_state(model, info)
-        return steps_lib.global_step(model)
+        return None if info is None else _attach_run_state(model, info)
 
     @staticmethod
     def restore_checkpoint(
@@ -377,8 +368,7 @@ class StepCheckpoint(StepCallback):
                 )
             path = CheckpointInfo(os.path.basename(path), int(match.group(1)), path, 0)
         CheckpointStore(os.path.dirname(path.path)).restore(model, path)
-        _attach_run_state(model, path)
-        return steps_lib.global_step(model)
+        return _attach_run_state(model, path)
 
     def restore(self, model: keras.Model) -> int | None:
         """Restores this callback's newest checkpoint into `model` (before `fit()`).
@@ -424,23 +414,19 @@ class StepCheckpoint(StepCallback):
         """
         model = model if model is not None else self.model
         info = self.store.save(model, self._run_meta(model))
-        self._saved_steps.add(info.step)
+        self._done_steps.add(info.step)
         self._saved(info)
         return info
 
     def _run_meta(self, model: keras.Model) -> dict:
         """What a resumed run needs from this run, for the checkpoint's meta.json."""
         run = self._run
-        meta = {}
-        if run is not None and run.model is model:
-            meta["run_id"] = run.run_id
-            if run.links:
-                meta["links"] = dict(run.links)
-        if (
-            run is not None
-            and run.model is model
-            and run.step == (steps_lib.global_step(model))
-        ):
+        if run is None or run.model is not model:
+            return {}
+        meta = {"run_id": run.run_id}
+        if run.links:
+            meta["links"] = dict(run.links)
+        if run.step == steps_lib.global_step(model):
             # What the sinks' windows hold since their last point: a resumed run
             # writes the same values as an uninterrupted one.
             state = run.resume_state()
@@ -476,8 +462,7 @@ class StepCheckpoint(StepCallback):
                 later,
             )
         self.store.prepare(self.model)  # host buffers now, not in a saving step
-        self._saved_steps = {start_step}  # never re-save the state it starts from
-        self._refused = set()
+        self._done_steps = {start_step}  # never re-save the state it starts from
         self._pending = False
         self.interrupted = False
         self.signal_received = None
@@ -549,7 +534,7 @@ class StepCheckpoint(StepCallback):
         self._pending = False
         steps_lib.sync_trained_state(self.model)
         step = steps_lib.global_step(self.model)
-        if step in self._saved_steps or step in self._refused:
+        if step in self._done_steps:
             return
         try:
             if self.async_save:
@@ -557,11 +542,11 @@ class StepCheckpoint(StepCallback):
                 self.store.save_async(
                     self.model, self._run_meta(self.model), done=self._saved
                 )
-                self._saved_steps.add(step)
+                self._done_steps.add(step)
             else:
                 self.save(self.model)
         except NonFiniteStateError as error:
-            self._refused.add(step)
+            self._done_steps.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)
 
     def _finish_background(self) -> None:
@@ -578,9 +563,11 @@ class StepCheckpoint(StepCallback):
             self._leave()
             raise
 
-    def _on_background_error(self, error: BaseException) -> None:
+    def _wake(self, error: BaseException | None = None) -> None:
+        """Acts at the next batch end, due or not (after a signal, or a background
+        save that failed with `error`)."""
         if self._run is not None:
-            self._run.wake()  # raise it at the next batch end
+            self._run.wake()
 
     def flush(self) -> None:
         if self._pending:
@@ -591,8 +578,7 @@ class StepCheckpoint(StepCallback):
             if self.signal_received is not None and not self.interrupted:
                 self.interrupted = True  # the signal came after the last batch end
                 self._pending = True
-            if self._pending:
-                self._save_now()
+            self.flush()
             self._finish_background()
         finally:
             self._leave()
@@ -605,8 +591,7 @@ class StepCheckpoint(StepCallback):
     # -- signals --------------------------------------------------------------------
     def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
-        if self._run is not None:
-            self._run.wake()  # act at the next batch end, due or not
+        self._wake()
         logger.warning(
             "StepCheckpoint: received %s; saving a checkpoint at the next batch end, "
             "then stopping training.",

@@ -17,18 +17,12 @@ def scalar_items(values: Mapping[str, Any]) -> dict[str, float]:
     """Returns the entries of `values` that are single numbers, as Python scalars."""
     out: dict[str, float] = {}
     for key, value in values.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, (int, float)):
-            out[key] = value
-            continue
         try:
             array = np.asarray(value)
         except Exception:  # noqa: BLE001 - not convertible: not a scalar
             continue
-        if array.size != 1 or array.dtype.kind not in "iuf":
-            continue
-        out[key] = array.reshape(()).item()
+        if array.size == 1 and array.dtype.kind in "iuf":  # not a bool
+            out[key] = array.item()
     return out
 
 
@@ -98,6 +92,8 @@ class StepEvent:
         run_start: The global step at which this `fit()` run began.
         global_counter: Name of the counter that is the global step (`"step"` for a
             plain model, `"g_step"` for a WGAN).
+        reduced: The keys of `values()` that were reduced (window mean or own
+            batch).
 
     Example:
 
@@ -114,57 +110,23 @@ class StepEvent:
     4 0.0 frozenset({'loss'})
     """
 
-    __slots__ = ("_record", "scheduled", "_values", "_reduced")
-
     def __init__(
         self, record: StepRecord, scheduled: bool, values: Values | None = None
     ):
         self._record = record
         self.scheduled = scheduled
-        training, self._reduced = values if values is not None else ({}, frozenset())
+        self.step: int = record.step
+        self.prev: int = record.prev
+        self.logs: Mapping[str, Any] = record.logs
+        self.extras: dict[str, Any] = record.extras
+        self.final: bool = record.final
+        self.epoch_last: bool = record.epoch_last
+        self.time: float = record.time
+        self.run: StepRun = record.run
+        self.run_start: int = record.run.start_step
+        self.global_counter: str = record.run.global_counter
+        training, self.reduced = values if values is not None else ({}, frozenset())
         self._values = {**training, **scalar_items(record.extras)}
-
-    # -- the facts of the step ------------------------------------------------------
-    @property
-    def step(self) -> int:
-        return self._record.step
-
-    @property
-    def prev(self) -> int:
-        return self._record.prev
-
-    @property
-    def logs(self) -> Mapping[str, Any]:
-        return self._record.logs
-
-    @property
-    def extras(self) -> dict[str, Any]:
-        return self._record.extras
-
-    @property
-    def final(self) -> bool:
-        return self._record.final
-
-    @property
-    def epoch_last(self) -> bool:
-        return self._record.epoch_last
-
-    @property
-    def time(self) -> float:
-        return self._record.time
-
-    @property
-    def run(self) -> StepRun:
-        """The run this step belongs to (`StepRun`)."""
-        return self._record.run
-
-    @property
-    def run_start(self) -> int:
-        return self._record.run.start_step
-
-    @property
-    def global_counter(self) -> str:
-        return self._record.run.global_counter
 
     @property
     def counters(self) -> dict[str, int]:
@@ -192,11 +154,6 @@ class StepEvent:
         extras. Otherwise the extras alone.
         """
         return dict(self._values)
-
-    @property
-    def reduced(self) -> frozenset[str]:
-        """The keys of `values()` that were reduced (window mean or own batch)."""
-        return self._reduced
 
     def __repr__(self) -> str:
         return (

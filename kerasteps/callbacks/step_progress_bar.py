@@ -31,21 +31,6 @@ class _GlobalStepProgbar(_compat.ProgbarFromStep, keras.utils.Progbar):
     """
 
 
-def _draws_in_place(progbar: keras.utils.Progbar) -> bool:
-    """True if `progbar` redraws one line on `sys.stdout` (`"\\r"`), as Keras decides.
-
-    Keras's `Progbar` redraws in place when `verbose=1` and its display is dynamic
-    (stdout a tty, or any POSIX system, a notebook, PyCharm), and prints to stdout
-    unless interactive logging is off (then to `absl.logging`). `LiveLine` adds its
-    own condition: stdout is a terminal.
-    """
-    return (
-        progbar.verbose == 1
-        and _compat.progbar_redraws_in_place(progbar)
-        and keras.config.is_interactive_logging_enabled()
-    )
-
-
 def _run_alive(run: StepRun) -> Callable[[], bool]:
     """A test that `run` may still be training, for a log line.
 
@@ -60,9 +45,7 @@ def _run_alive(run: StepRun) -> Callable[[], bool]:
     """
 
     def alive() -> bool:
-        if run.ended:
-            return False
-        return threading.get_ident() != run.thread or run.acting
+        return not run.ended and (threading.get_ident() != run.thread or run.acting)
 
     return alive
 
@@ -182,15 +165,28 @@ class StepProgressBar(StepCallback):
         self._next_line = start_step + 1
 
     def _open_line(self) -> LiveLine:
-        return LiveLine(
-            sys.stdout,
-            enabled=_draws_in_place(self.progbar),
-            alive=_run_alive(self.run),
+        """The bar's line on `sys.stdout`, drawn in place where the bar redraws one
+        line (`"\\r"`), as Keras decides.
+
+        Keras's `Progbar` redraws in place when `verbose=1` and its display is dynamic
+        (stdout a tty, or any POSIX system, a notebook, PyCharm), and prints to stdout
+        unless interactive logging is off (then to `absl.logging`). `LiveLine` adds its
+        own condition: stdout is a terminal.
+        """
+        in_place = (
+            self.progbar.verbose == 1
+            and _compat.progbar_redraws_in_place(self.progbar)
+            and keras.config.is_interactive_logging_enabled()
         )
+        return LiveLine(sys.stdout, enabled=in_place, alive=_run_alive(self.run))
 
     def _line_due(self, step: int) -> bool:
-        """Off a terminal: the run's second step (the first starts the bar's clock
-        and draws nothing), then each tenth of the run."""
+        """Whether the bar is drawn at `step`: always on a terminal; off a terminal,
+        at the run's second step (the first starts the bar's clock and draws
+        nothing), then each tenth of the run. A line that a log line closed between
+        two steps is opened anew first."""
+        if self._line.closed:
+            self._line = self._open_line()
         if not self._line.whole_lines:
             return True
         if step < self._next_line or step >= self.total_steps:
@@ -206,8 +202,6 @@ class StepProgressBar(StepCallback):
         """True where the bar is drawn and its values are due for a refresh: at
         most every `interval` seconds (each line, off a terminal)."""
         with self._lock:
-            if self._line.closed:  # a log line came between two steps: a new line
-                self._line = self._open_line()
             self._draw = self._line_due(step)
             now = time.monotonic()
             refresh = self._draw and (
@@ -222,8 +216,6 @@ class StepProgressBar(StepCallback):
     def on_step(self, event: StepEvent) -> None:
         with self._lock:
             if not event.scheduled:  # a provider's values at a step of its own
-                if self._line.closed:
-                    self._line = self._open_line()
                 self._draw = self._line_due(event.step)
             # The training values since the last refresh when they were due
             # (`wants_values`), else a provider's at this step only.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+from kerasteps import distribute
 from kerasteps._resume_state import ResumeState
 
 __all__ = ["StepRun"]
@@ -29,6 +31,8 @@ class StepRun:
             "g_step"]`).
         accumulation: Gradient accumulation steps of the global optimizer (1 when
             off): batches per global step.
+        steps_per_execution: The model's `steps_per_execution`: the step moves by
+            this at a batch end (divided by `accumulation`).
         is_chief: False on a worker other than the chief (multi-worker
             `tf.distribute`, JAX multi-process): chief-only callbacks do nothing
             there.
@@ -43,7 +47,10 @@ class StepRun:
             `fit()` to the next; a callback that creates the run in another system
             records its id here (`MLflowLogger`: `"mlflow_run_id"`) to find it
             again on resume. Ids are strings of at most 256 characters.
-        thread: The id of the thread that runs `fit()`.
+        thread: The id of the thread that runs `fit()` (Keras calls the callbacks'
+            hooks there).
+        non_finite_at: The step where a guard found a non-finite value
+            (`mark_non_finite`), or None: a checkpoint does not save that step.
 
     Example:
 
@@ -68,22 +75,18 @@ class StepRun:
         self.global_counter: str = tracker.global_name
         self.counter_names: list[str] = list(tracker.counter_names)
         self.accumulation: int = tracker.accumulation
-        self.is_chief: bool = dispatcher.is_chief
+        self.steps_per_execution: int = tracker.steps_per_execution
+        self.is_chief: bool = distribute.is_chief(self.model)
         self.run_id: str = carry.run_id
         self.run_known: bool = carry.run_known
         self.links: dict[str, str] = carry.links
-        self.thread: int = dispatcher.thread
+        self.thread: int = threading.get_ident()
+        self.non_finite_at: int | None = None
 
     @property
     def step(self) -> int:
         """The global step now (after the latest update the run tracked)."""
-        return self._dispatcher.step
-
-    @property
-    def steps_per_execution(self) -> int:
-        """The model's `steps_per_execution`: the step moves by this at a batch end
-        (divided by `accumulation`)."""
-        return self._dispatcher.steps_per_execution
+        return self._dispatcher.tracker.step
 
     @property
     def ended(self) -> bool:
@@ -101,19 +104,13 @@ class StepRun:
         """
         return self._dispatcher.acting
 
-    @property
-    def non_finite_at(self) -> int | None:
-        """The step where a guard found a non-finite value (`mark_non_finite`), or
-        None: a checkpoint does not save that step."""
-        return self._dispatcher.non_finite_at
-
     def mark_non_finite(self, step: int) -> None:
         """Marks `step` as one where a loss was not finite (guards call it).
 
         Args:
             step: The global step.
         """
-        self._dispatcher.non_finite_at = int(step)
+        self.non_finite_at = int(step)
 
     def may_provide(self, name: str) -> bool:
         """Whether a callback of this run may add a value called `name`.

@@ -19,9 +19,6 @@ from kerasteps.schedule import Every
 
 __all__ = ["StepSink"]
 
-#: What `StepSink.key` is told a value is.
-KINDS = ("train", "validation", "learning_rate", "counter")
-
 
 class StepSink(StepCallback):
     """Base class of the callbacks that record the values of a step in a place:
@@ -231,18 +228,13 @@ class StepSink(StepCallback):
         owner_path = _sinks.owner_file(self.place, is_file=self.place_is_file)
         owner = _sinks.read_owner(owner_path)
         run_id = self.run.run_id
-        if owner == run_id:
-            claim = _sinks.Claim.PURGE
-        else:
-            has_records, has_records_after = self.held_records(start_step)
-            claim = _sinks.decide(
-                owner, run_id, self.run.run_known, has_records, has_records_after
-            )
+        claim = _sinks.Claim.PURGE  # this run's place: no need to read it
+        if owner != run_id:
+            held = self.held_records(start_step)
+            claim = _sinks.decide(owner, run_id, self.run.run_known, *held)
         if claim is _sinks.Claim.PURGE:
-            dropped = self.drop_after(start_step)
-            _sinks.report_dropped(
-                name, start_step, dropped, self.record_unit, self.place
-            )
+            count = self.drop_after(start_step)
+            _sinks.report_dropped(name, start_step, count, self.record_unit, self.place)
         elif claim is not _sinks.Claim.WRITE:
             kept = _paths.aside_path(self.place, is_file=self.place_is_file)
             upto = start_step if claim is _sinks.Claim.CONTINUE else None
@@ -305,12 +297,8 @@ class StepSink(StepCallback):
             return  # a resumed run: its place holds the point
         if self.place is not None and self.held_records(step)[0]:
             return  # a resumed run: the place holds its points up to `step`
-        out = {
-            self.key(name, "validation" if name.startswith("val_") else "train"): value
-            for name, value in scalar_items(values).items()
-        }
         with self._write_lock:
-            self.write(step, {k: v for k, v in out.items() if k is not None}, _time())
+            self.write(step, self._keyed(scalar_items(values)), _time())
 
     def record(self, event: StepEvent) -> dict[str, Any]:
         """The values of `event` to record, keyed by `key` (see the class docstring).
@@ -318,22 +306,22 @@ class StepSink(StepCallback):
         Args:
             event: The `StepEvent`.
         """
-        out: dict[str, Any] = {}
+        out = self._keyed(event.values())
+        if event.scheduled and self.write_learning_rate:
+            out.update(self._keyed(event.learning_rates(), "learning_rate"))
+        if event.scheduled and self.write_counters:
+            out.update(self._keyed(event.counters, "counter"))
+        return out
 
-        def put(name: str, kind: str, value: Any) -> None:
-            key = self.key(name, kind)
+    def _keyed(self, values: Mapping[str, Any], kind: str = "") -> dict[str, Any]:
+        """`values` keyed by `key`, as `kind` (default: `val_*` as validation, the
+        rest as training values); the values `key` leaves out are dropped."""
+        out = {}
+        for name, value in values.items():
+            is_val = name.startswith("val_")
+            key = self.key(name, kind or ("validation" if is_val else "train"))
             if key is not None:
                 out[key] = value
-
-        for name, value in event.values().items():
-            put(name, "validation" if name.startswith("val_") else "train", value)
-        if event.scheduled:
-            if self.write_learning_rate:
-                for name, rate in event.learning_rates().items():
-                    put(name, "learning_rate", rate)
-            if self.write_counters:
-                for name, value in event.counters.items():
-                    put(name, "counter", value)
         return out
 
     def on_step(self, event: StepEvent) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -13,18 +12,18 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps._files import _eventfiles
-from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
 __all__ = ["StepTensorBoard"]
 
-_RUN_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-logger = logging.getLogger("kerasteps")
+_RUN_NAME_RE = re.compile(r"^(?!\.\.?\Z)[A-Za-z0-9_.-]+$")  # not `.` nor `..`
 
 
-def _encode_png(image: Any, tag: str) -> tuple[bytes, int, int]:
+def _image_value(tag: str, image: Any) -> Any:
+    """The summary value of an image: an array `(H, W)` or `(H, W, 1|3|4)`, uint8
+    or floats in [0, 1], encoded as PNG."""
     array = np.asarray(image)
     if array.ndim == 2:
         array = array[..., None]
@@ -37,33 +36,13 @@ def _encode_png(image: Any, tag: str) -> tuple[bytes, int, int]:
         array = np.clip(np.nan_to_num(array.astype(np.float32)), 0.0, 1.0)
         array = np.round(array * 255.0).astype(np.uint8)
     png = tf.io.encode_png(array).numpy()
-    return png, int(array.shape[1]), int(array.shape[0])
-
-
-def _optional_every(every: int | Every | None, name: str) -> Every | None:
-    return None if every is None else Every.coerce(every, name=name)
-
-
-def _check_images(images: Any) -> Any:
-    if images is not None and not callable(images):
-        raise TypeError(
-            "`images` must be a callable (model, step) -> {tag: image}, "
-            f"received {images!r}."
-        )
-    return images
+    return _eventfiles.image_value(tag, png, int(array.shape[1]), int(array.shape[0]))
 
 
 def _check_run_names(train_run: Any, validation_run: Any) -> None:
     """Raises unless both are different plain folder names."""
-    for name, value in (
-        ("train_run", train_run),
-        ("validation_run", validation_run),
-    ):
-        if (
-            not isinstance(value, str)
-            or not _RUN_NAME_RE.match(value)
-            or value in (".", "..")
-        ):
+    for name, value in (("train_run", train_run), ("validation_run", validation_run)):
+        if not isinstance(value, str) or not _RUN_NAME_RE.match(value):
             raise ValueError(
                 f"`{name}` must be a plain folder name inside `log_dir` (letters, "
                 f"digits, `_`, `-`, `.`), received {value!r}."
@@ -150,24 +129,21 @@ class StepTensorBoard(StepSink):
     ):
         _check_run_names(train_run, validation_run)
         super().__init__(
-            log_dir,
-            every,
-            reduce,
-            write_learning_rate,
-            write_counters,
-            argument="log_dir",
+            log_dir, every, reduce, write_learning_rate, write_counters, "log_dir"
         )
         self.log_dir = self.place
-        self.histogram_every = _optional_every(histogram_every, "histogram_every")
-        self.images = _check_images(images)
-        self.image_every = (
-            None
-            if images is None
-            else Every.coerce(
-                image_every if image_every is not None else self.every,
-                name="image_every",
+        self.histogram_every = self.image_every = None
+        if histogram_every is not None:
+            self.histogram_every = Every.coerce(histogram_every, name="histogram_every")
+        if images is not None and not callable(images):
+            raise TypeError(
+                "`images` must be a callable (model, step) -> {tag: image}, "
+                f"received {images!r}."
             )
-        )
+        self.images = images
+        if images is not None:
+            every = self.every if image_every is None else image_every
+            self.image_every = Every.coerce(every, name="image_every")
         self.train_run = train_run
         self.validation_run = validation_run
         self._writers: dict[str, _eventfiles.EventWriter] = {}
@@ -193,10 +169,8 @@ class StepTensorBoard(StepSink):
 
     def held_records(self, start_step: int) -> tuple[bool, bool]:
         steps = [_eventfiles.max_step(self.run_dir(run)) for run in self._runs()]
-        return (
-            any(s is not None for s in steps),
-            any(s is not None and s > start_step for s in steps),
-        )
+        held = [step for step in steps if step is not None]
+        return bool(held), any(step > start_step for step in held)
 
     def drop_after(self, step: int) -> int:
         return sum(
@@ -211,10 +185,12 @@ class StepTensorBoard(StepSink):
                 _eventfiles.copy_until(moved, self.run_dir(run), upto)
 
     def open(self, start_step: int) -> None:
-        self._close_writers()
+        self.close()
 
     def close(self) -> None:
-        self._close_writers()
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
 
     def key(self, name: str, kind: str) -> str | None:
         """`run/tag`: validation values in the validation run without `val_`, the
@@ -234,17 +210,12 @@ class StepTensorBoard(StepSink):
             return f"{self.train_run}/counters/{name}"
         return f"{self.train_run}/{super().key(name, kind)}"
 
-    def _writer(self, run: str) -> _eventfiles.EventWriter:
-        writer = self._writers.get(run)
-        if writer is None:
-            writer = _eventfiles.EventWriter(self.run_dir(run))
-            self._writers[run] = writer
-        return writer
-
     def _write(self, run: str, step: int, values: list, wall_time: float) -> None:
-        if not values:
-            return
-        self._writer(run).write_summary(step, values, wall_time)
+        """Writes the summary `values` of `step` to `run`'s event file, flushed."""
+        if run not in self._writers:
+            self._writers[run] = _eventfiles.EventWriter(self.run_dir(run))
+        self._writers[run].write_summary(step, values, wall_time)
+        self._writers[run].flush()
 
     def write(self, step: int, values: dict[str, Any], time: float) -> None:
         by_run: dict[str, list] = {}
@@ -253,17 +224,11 @@ class StepTensorBoard(StepSink):
             by_run.setdefault(run, []).append(_eventfiles.scalar_value(tag, value))
         for run, summaries in by_run.items():
             self._write(run, step, summaries, time)
-        for writer in self._writers.values():
-            writer.flush()
 
     def on_step(self, event: StepEvent) -> None:
         super().on_step(event)
         if event.scheduled:
-            extra = self._extras(event)
-            if extra:
-                with self._write_lock:
-                    self._write(self.train_run, event.step, extra, event.time)
-                    self._writer(self.train_run).flush()
+            self.on_other_step(event)
 
     def schedules(self) -> list[Every]:
         """The scalar schedule, and those of the histograms and images.
@@ -275,48 +240,26 @@ class StepTensorBoard(StepSink):
         >>> StepTensorBoard(tempfile.mkdtemp(), every=5, histogram_every=50).schedules()
         [Every(5), Every(50)]
         """
-        return [
-            every
-            for every in (self.every, self.histogram_every, self.image_every)
-            if every is not None
-        ]
+        schedules = (self.every, self.histogram_every, self.image_every)
+        return [every for every in schedules if every is not None]
 
-    def _due(self, every: Every | None, event: StepEvent | StepRecord) -> bool:
+    def _due(self, every: Every | None, event: StepEvent) -> bool:
         return every is not None and every.fires(
             event.prev, event.step, self.run.start_step
         )
 
-    def _extras(self, event: StepEvent) -> list:
-        """The histograms and images due at this step (on their own schedules)."""
+    def on_other_step(self, event: StepEvent) -> None:
+        """Histograms and images on their own schedules, between scalar points (and
+        at them, from `on_step`)."""
         extra = []
         if self._due(self.histogram_every, event):
-            extra.extend(self._histograms())
+            extra.extend(
+                _eventfiles.histogram_value(f"weights/{weight.path}", weight.numpy())
+                for weight in self.model.trainable_weights
+            )
         if self._due(self.image_every, event):
-            extra.extend(self._images(event.step))
-        return extra
-
-    def _histograms(self) -> list:
-        return [
-            _eventfiles.histogram_value(f"weights/{weight.path}", weight.numpy())
-            for weight in self.model.trainable_weights
-        ]
-
-    def _images(self, step: int) -> list:
-        values = []
-        for tag, image in dict(self.images(self.model, step)).items():
-            png, width, height = _encode_png(image, tag)
-            values.append(_eventfiles.image_value(tag, png, width, height))
-        return values
-
-    def on_other_step(self, event: StepEvent) -> None:
-        """Histograms and images on their own schedules, between scalar points."""
-        extra = self._extras(event)
+            images = dict(self.images(self.model, event.step))
+            extra.extend(_image_value(tag, image) for tag, image in images.items())
         if extra:
             with self._write_lock:
                 self._write(self.train_run, event.step, extra, event.time)
-                self._writer(self.train_run).flush()
-
-    def _close_writers(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        self._writers = {}

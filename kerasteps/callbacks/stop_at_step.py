@@ -95,7 +95,6 @@ class StopAtStep(StepCallback):
         stride = self.run.steps_per_execution // self.run.accumulation
         left = self.max_steps - start_step
         if stride > 1 and left % stride:
-            stop_at = start_step + -(-left // stride) * stride
             logger.warning(
                 "StopAtStep(max_steps=%d): with steps_per_execution=%d the step moves "
                 "%d at a time from %d, so training stops at step %d, the first "
@@ -104,7 +103,7 @@ class StopAtStep(StepCallback):
                 self.run.steps_per_execution,
                 stride,
                 start_step,
-                stop_at,
+                start_step + -(-left // stride) * stride,
                 self.max_steps,
             )
 

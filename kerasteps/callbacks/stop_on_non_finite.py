@@ -120,6 +120,12 @@ class StopOnNonFinite(StepCallback):
         self._store = _store_of(checkpoint)
         self.checkpoint = checkpoint
         self._pair = (_model_state.Snapshot(), _model_state.Snapshot())
+        self._reset()
+
+    def on_run_begin(self, start_step: int) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         #: The error message when training was stopped, else None.
         self.message: str | None = None
         #: The global step of the first non-finite value, else None.
@@ -128,19 +134,9 @@ class StopOnNonFinite(StepCallback):
         self.stopped_key: str | None = None
         #: `CheckpointInfo` of the last finite state saved on stopping, else None.
         self.checkpoint_saved: CheckpointInfo | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self.message = None
-        self.stopped_step = None
-        self.stopped_key = None
-        self.checkpoint_saved = None
         self._snapshot: Capture | None = None
         self._held: _model_state.Snapshot | None = None
         self._warned_missing = False
-
-    def on_run_begin(self, start_step: int) -> None:
-        self._reset()
 
     def _watched(self, values: dict[str, Any]) -> dict[str, Any]:
         if self.keys is None:
@@ -158,8 +154,7 @@ class StopOnNonFinite(StepCallback):
     def on_step(self, event: StepEvent) -> None:
         if self.stopped_step is not None:
             return
-        values = scalar_items(dict(event.logs))
-        values.update(scalar_items(event.extras))
+        values = {**scalar_items(event.logs), **scalar_items(event.extras)}
         for key, value in self._watched(values).items():
             if not math.isfinite(float(value)):
                 self._stop(event.step, key, float(value))
@@ -196,9 +191,7 @@ class StopOnNonFinite(StepCallback):
                 "StopOnNonFinite: no finite state was seen in this run; nothing saved."
             )
             return
-        self._snapshot.meta.update(
-            {"saved_by": "StopOnNonFinite", "stopped_at": self.message}
-        )
+        self._snapshot.meta.update(saved_by="StopOnNonFinite", stopped_at=self.message)
         # A StepCheckpoint's save in flight commits first (its error, if it failed,
         # is the StepCheckpoint's to raise; a refused non-finite save is no error).
         self._store.join()

@@ -50,13 +50,12 @@ class Throughput(StepCallback):
 
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):
         super().__init__(Every.coerce(every, name="every"))
-        self.batch_size = (
-            None if batch_size is None else check_int("batch_size", batch_size)
-        )
+        self.batch_size: int | None = None
         #: The names it adds at each point.
-        self.provides = ("steps_per_second",) + (
-            ("examples_per_second",) if batch_size is not None else ()
-        )
+        self.provides = ("steps_per_second",)
+        if batch_size is not None:
+            self.batch_size = check_int("batch_size", batch_size)
+            self.provides += ("examples_per_second",)
         self._window_start: tuple[float, int] | None = None
         #: The values of the last window, `{"steps_per_second": ..., ...}`.
         self.last_values: dict[str, float] = {}
@@ -73,8 +72,7 @@ class Throughput(StepCallback):
         steps = event.step - first_step
         if elapsed <= 0 or steps <= 0:
             return None
-        values = {"steps_per_second": steps / elapsed}
+        self.last_values = {"steps_per_second": steps / elapsed}
         if self.batch_size is not None:
-            values["examples_per_second"] = steps * self.batch_size / elapsed
-        self.last_values = values
-        return values
+            self.last_values["examples_per_second"] = steps * self.batch_size / elapsed
+        return self.last_values

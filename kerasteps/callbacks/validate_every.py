@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import keras
@@ -41,22 +42,18 @@ def _num_examples(name: str, value: Any) -> int:
 def _as_dataset(
     validation_data: Any, batch_size: int, steps: int | None
 ) -> tf.data.Dataset:
-    """Validates the structure of `validation_data` and returns a batched dataset."""
-    if isinstance(validation_data, tf.data.Dataset):
-        return _checked_dataset(validation_data, steps)
-    return _dataset_of_arrays(validation_data, batch_size)
-
-
-def _checked_dataset(dataset: tf.data.Dataset, steps: int | None) -> tf.data.Dataset:
-    """`dataset`, after checking its element structure and its size."""
-    spec = dataset.element_spec
+    """Validates the structure of `validation_data` and returns a batched dataset: a
+    dataset as it is, after checking its element structure and its size."""
+    if not isinstance(validation_data, tf.data.Dataset):
+        return _dataset_of_arrays(validation_data, batch_size)
+    spec = validation_data.element_spec
     if isinstance(spec, tuple) and not 1 <= len(spec) <= 3:
         raise ValueError(
             "`validation_data` must be a dataset of `(x, y)` or "
             f"`(x, y, sample_weight)` batches, received a dataset of {len(spec)}-"
             f"tuples: {spec}."
         )
-    cardinality = int(dataset.cardinality())
+    cardinality = int(validation_data.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY and steps is None:
         raise ValueError(
             "`validation_data` is an infinite dataset, so `steps` is required; "
@@ -64,7 +61,7 @@ def _checked_dataset(dataset: tf.data.Dataset, steps: int | None) -> tf.data.Dat
         )
     if cardinality == 0:
         raise ValueError("`validation_data` is an empty dataset.")
-    return dataset
+    return validation_data
 
 
 def _dataset_of_arrays(validation_data: Any, batch_size: int) -> tf.data.Dataset:
@@ -90,7 +87,7 @@ def _dataset_of_arrays(validation_data: Any, batch_size: int) -> tf.data.Dataset
             "`validation_data`'s parts must have the same number of examples, "
             f"received {sizes}."
         )
-    if next(iter(sizes.values())) == 0:
+    if sizes["x"] == 0:
         raise ValueError("`validation_data` holds no examples.")
     converted = tf.nest.map_structure(
         lambda a: a if tf.is_tensor(a) else np.asarray(a), parts
@@ -174,11 +171,10 @@ class ValidateEvery(StepCallback):
                 f"`prefix` must be a non-empty str such as 'val_', received {prefix!r}."
             )
         self.prefix = prefix
-        batch_size = check_int("batch_size", batch_size)
+        self.batch_size = check_int("batch_size", batch_size)
         self.steps = None if steps is None else check_int("steps", steps)
-        self.batch_size = batch_size
         self.validation_data = validation_data
-        self._dataset = _as_dataset(validation_data, batch_size, steps)
+        self._dataset = _as_dataset(validation_data, self.batch_size, steps)
         #: The values of the last validation, `{"val_loss": ..., ...}`.
         self.last_values: dict[str, float] = {}
         #: Global step of the last validation, or None.
@@ -207,22 +203,24 @@ class ValidateEvery(StepCallback):
         ['val_loss']
         """
         results = self._evaluate(self._dataset, self.steps)
-        values = {f"{self.prefix}{name}": value for name, value in results.items()}
-        return scalar_items(values)
+        return scalar_items({f"{self.prefix}{k}": v for k, v in results.items()})
 
     def _evaluate(self, dataset: tf.data.Dataset, steps: int | None) -> dict:
         model = self.model
         # evaluate() resets the metrics that training shares: put them back.
         saved = _variables.Saved(v for m in model.metrics for v in m.variables)
-        torch_rng = _torch_rng_state()
+        # On PyTorch every `evaluate` draws from the global CPU generator (its data
+        # loader seeds itself from it), and so does the shuffling of the training
+        # data: without putting it back, a validation would change which examples
+        # the next epoch trains on.
+        torch = sys.modules["torch"] if keras.backend.backend() == "torch" else None
+        torch_rng = None if torch is None else torch.get_rng_state()
         try:
             return model.evaluate(dataset, steps=steps, verbose=0, return_dict=True)
         finally:
             saved.assign_back()
             _compat.restore_jax_sharding_spec(model)  # Keras 3.10-3.11 on JAX
-            if torch_rng is not None:
-                import torch
-
+            if torch is not None:
                 torch.set_rng_state(torch_rng)
 
     def on_run_begin(self, start_step: int) -> None:
@@ -240,24 +238,9 @@ class ValidateEvery(StepCallback):
             ) from error
 
     def on_step(self, event: StepEvent) -> dict[str, float]:
-        values = self.evaluate()
-        self.last_values = values
+        self.last_values = self.evaluate()
         self.last_step = event.step
-        return values
-
-
-def _torch_rng_state() -> Any:
-    """PyTorch's global CPU generator state, or None on other backends.
-
-    On PyTorch every `evaluate` draws from that generator (its data loader seeds
-    itself from it), and so does the shuffling of the training data: without putting
-    it back, a validation would change which examples the next epoch trains on.
-    """
-    if keras.backend.backend() != "torch":
-        return None
-    import torch
-
-    return torch.get_rng_state()
+        return self.last_values
 
 
 def _no_loss(model: Any) -> bool:

@@ -8,7 +8,6 @@ file it has not verified.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import re
@@ -21,8 +20,6 @@ import tensorflow as tf
 
 from kerasteps._files import _atomic
 from kerasteps.checkpoint import _model_state
-
-logger = logging.getLogger("kerasteps")
 
 #: The index file of a checkpoint directory (the commit point of every save).
 INDEX_FILE = "checkpoint.json"
@@ -68,7 +65,12 @@ def checked_meta(path: str) -> dict:
     if reason is not None:
         raise ValueError(f"The checkpoint {path!r} is incomplete: {reason}.")
     meta = read_meta(path)
-    _check_format(path, meta)
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
+            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
+            "files, which are not converted: restore them with that version.)"
+        )
     return meta
 
 
@@ -78,17 +80,12 @@ def read_verified(path: str, meta: dict) -> dict[str, np.ndarray]:
     expected = meta["files"][STATE_FILE].get("crc32")
     local = _atomic.is_local(state)
     try:
-        if local:
-            actual = _model_state.crc32_of_file(state)
-        else:
-            with tf.io.gfile.GFile(state, "rb") as handle:
-                actual = _model_state.crc32_of(handle.read)
-        if actual != expected:
-            raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
-        if local:
-            return _model_state.read_arrays(state)
-        with tf.io.gfile.GFile(state, "rb") as handle:
-            return _model_state.read_arrays(handle)
+        with (open if local else tf.io.gfile.GFile)(state, "rb") as handle:
+            actual = _model_state.crc32_of(handle.read)
+            if actual != expected:
+                raise ValueError(f"{STATE_FILE} has {actual}, {expected} was written")
+            # HDF5 reads a local file itself, and seeks in a remote one.
+            return _model_state.read_arrays(state if local else handle)
     except Exception as error:  # noqa: BLE001 - any read error: damaged data
         raise ValueError(
             f"The checkpoint {path!r} is damaged: {type(error).__name__}: {error}"
@@ -104,31 +101,16 @@ def write_state(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     power loss that leaves it short or damaged is caught by its size and CRC-32
     at the restore, which then falls back to the checkpoint before it.
     """
-    local = path
     if not _atomic.is_local(path):
-        handle, local = tempfile.mkstemp(prefix="kerasteps-state-", suffix=".h5")
-        os.close(handle)
-    try:
-        _model_state.write_arrays(local, arrays)
-        record = {
-            "bytes": os.path.getsize(local),
-            "crc32": _model_state.crc32_of_file(local),
-        }
-        if local != path:
+        with tempfile.TemporaryDirectory() as scratch:
+            local = os.path.join(scratch, STATE_FILE)
+            record = write_state(local, arrays)
             tf.io.gfile.copy(local, path, overwrite=True)
-    finally:
-        if local != path and os.path.exists(local):
-            os.remove(local)
-    return record
-
-
-def _check_format(path: str, meta: dict) -> None:
-    if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"The checkpoint {path!r} has the format {meta.get('format')!r}; this "
-            f"kerasteps reads {FORMAT!r}. (kerasteps 0.1.0 wrote tf.train.Checkpoint "
-            "files, which are not converted: restore them with that version.)"
-        )
+        return record
+    _model_state.write_arrays(path, arrays)
+    with open(path, "rb") as handle:
+        crc32 = _model_state.crc32_of(handle.read)
+    return {"bytes": os.path.getsize(path), "crc32": crc32}
 
 
 def read_meta(path: str) -> dict:
@@ -141,12 +123,12 @@ def read_meta(path: str) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def _is_size(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _is_time(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
+def _recorded(record: Any) -> tuple[Any, Any]:
+    """The size and the CRC-32 that `meta.json` records for a file (an older
+    kerasteps recorded a bare size)."""
+    if isinstance(record, dict):
+        return record.get("bytes"), record.get("crc32")
+    return record, None
 
 
 def _meta_problem(meta: dict, step: int) -> str | None:
@@ -162,19 +144,12 @@ def _meta_problem(meta: dict, step: int) -> str | None:
     for file, record in files.items():
         if not file or os.path.basename(file) != file or file in (".", ".."):
             return f"{META_FILE} lists {file!r}, which is not a file of the folder"
-        if ours:  # {"bytes": 123, "crc32": "crc32:0a1b2c3d"}
-            valid = (
-                isinstance(record, dict)
-                and _is_size(record.get("bytes"))
-                and isinstance(record.get("crc32"), str)
-                and _CRC_RE.match(record["crc32"]) is not None
-            )
-        else:  # an older kerasteps's bare sizes
-            size = record.get("bytes") if isinstance(record, dict) else record
-            valid = _is_size(size)
-        if not valid:
+        size, crc32 = _recorded(record)  # ours: {"bytes": 123, "crc32": "crc32:..."}
+        crc_ok = isinstance(crc32, str) and _CRC_RE.match(crc32) is not None
+        if type(size) is not int or size < 0 or (ours and not crc_ok):
             return f"{META_FILE} records {file} as {record!r}, not its size and CRC-32"
-    if not _is_time(meta.get("time", 0.0)):
+    saved = meta.get("time", 0.0)
+    if type(saved) not in (int, float) or not math.isfinite(saved):
         return f"{META_FILE} records the time {meta['time']!r}, not a number"
     optimizers = meta.get("optimizers")
     named = isinstance(optimizers, dict) and all(
@@ -219,7 +194,7 @@ def check_folder(path: str) -> str | None:
     if problem is not None:
         return problem
     for file, record in meta["files"].items():
-        size = record.get("bytes") if isinstance(record, dict) else record
+        size, _ = _recorded(record)
         full = os.path.join(path, file)
         if not tf.io.gfile.exists(full):
             return f"{file} is missing"

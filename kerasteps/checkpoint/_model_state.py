@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import keras
+import ml_dtypes  # noqa: F401 - names its dtypes (`bfloat16`) to numpy
 import numpy as np
 
 from kerasteps import _compat, _rng, _variables
@@ -63,10 +64,6 @@ __all__ = [
 ]
 
 OTHER = "other_variables"
-
-
-class _Recorder(dict):
-    """A store for `save_own_variables`: it records what each key was given."""
 
 
 def _join(*parts: str) -> str:
@@ -92,9 +89,8 @@ class StateLayout:
     def of(cls, model: keras.Model) -> StateLayout:
         """The layout of a model's state now (its built variables)."""
         layout = cls()
-        seen_objects: set[int] = set()
         seen_variables: set[int] = set()
-        layout._walk(model, "", seen_objects, seen_variables)
+        layout._walk(model, "", set(), seen_variables)
         others = [v for v in model.variables if id(v) not in seen_variables]
         for index, variable in enumerate(others):
             layout._add(_join(OTHER, str(index)), variable, seen_variables)
@@ -114,15 +110,18 @@ class StateLayout:
             for index, variable in enumerate(obj.variables):
                 self._add(_join(path, "vars", str(index)), variable, seen_vars)
         elif hasattr(obj, "save_own_variables"):
-            store = _Recorder()
-            obj.save_own_variables(store)
+            store = _stored(obj)
             if all(isinstance(v, keras.Variable) for v in store.values()):
                 for key, variable in store.items():
                     self._add(_join(path, "vars", key), variable, seen_vars)
             else:
                 self.custom[path] = obj
-                for variable in _own_variables(obj):
-                    seen_vars.add(id(variable))
+                if isinstance(obj, keras.Layer):
+                    # The variables it created itself (not its sublayers'), which
+                    # Keras's own method stores: saved by its override, not as keys.
+                    own: dict[str, Any] = {}
+                    keras.Layer.save_own_variables(obj, own)
+                    seen_vars.update(id(variable) for variable in own.values())
         for attr, child in _compat.saveable_children(obj):
             if _compat.is_saveable(child):
                 self._walk(child, _join(path, attr), seen, seen_vars)
@@ -131,15 +130,10 @@ class StateLayout:
             elif isinstance(child, (list, tuple, dict)):
                 items = child.values() if isinstance(child, dict) else child
                 used: dict[str, int] = {}
-                for item in items:
-                    if not _compat.is_saveable(item):
-                        continue
+                for item in filter(_compat.is_saveable, items):
                     name = _compat.snake_case(type(item).__name__)
-                    if name in used:
-                        used[name] += 1
-                        name = f"{name}_{used[name]}"
-                    else:
-                        used[name] = 0
+                    count = used[name] = used.get(name, -1) + 1
+                    name = f"{name}_{count}" if count else name
                     self._walk(item, _join(path, attr, name), seen, seen_vars)
 
     def keys(self) -> list[str]:
@@ -147,24 +141,15 @@ class StateLayout:
         return list(self.variables) + [
             _join(path, "vars", key)
             for path, obj in self.custom.items()
-            for key in _custom_values(obj)
+            for key in _stored(obj)
         ]
 
 
-def _own_variables(obj: Any) -> list[Any]:
-    """The variables a layer created itself (not its sublayers'): what Keras's own
-    `Layer.save_own_variables` stores, whatever `obj`'s override stores."""
-    if not isinstance(obj, keras.Layer):
-        return []
-    store = _Recorder()
-    keras.Layer.save_own_variables(obj, store)
-    return [v for v in store.values() if isinstance(v, keras.Variable)]
-
-
-def _custom_values(obj: Any) -> dict[str, Any]:
-    store = _Recorder()
+def _stored(obj: Any) -> dict[str, Any]:
+    """What `obj.save_own_variables` stores, by key."""
+    store: dict[str, Any] = {}
     obj.save_own_variables(store)
-    return dict(store)
+    return store
 
 
 class Snapshot:
@@ -185,7 +170,7 @@ class Snapshot:
 
     def __init__(self) -> None:
         self._buffers: dict[str, np.ndarray] = {}
-        self._readers: dict[int, Callable[[], np.ndarray]] = {}
+        self._readers: dict[str, Callable[[], np.ndarray]] = {}
         self._layout_key: tuple[int, ...] | None = None
         self._layout: StateLayout | None = None
 
@@ -194,7 +179,10 @@ class Snapshot:
         if self._layout is None or self._signature(model) != self._layout_key:
             self._layout = StateLayout.of(model)
             self._layout_key = self._signature(model)
-            self._readers = {}
+            self._readers = {
+                key: _variables.array_reader(variable)
+                for key, variable in self._layout.variables.items()
+            }
         return self._layout
 
     def _signature(self, model: keras.Model) -> tuple[int, ...]:
@@ -211,23 +199,17 @@ class Snapshot:
         """
         steps_lib.sync_trained_state(model)
         for key, variable in self.layout(model).variables.items():
-            shape = tuple(int(d) for d in variable.shape)
-            self._buffer(key, shape, _numpy_dtype(variable), fill=True)
+            self._buffer(key, tuple(variable.shape), _numpy_dtype(variable), fill=True)
 
     def take(self, model: keras.Model) -> dict[str, np.ndarray]:
         """Copies the model's state (its trained state, on JAX too) to the host."""
         steps_lib.sync_trained_state(model)
         layout = self.layout(model)
-        arrays: dict[str, np.ndarray] = {}
-        for key, variable in layout.variables.items():
-            reader = self._readers.get(id(variable))
-            if reader is None:
-                reader = self._readers[id(variable)] = _variables.array_reader(variable)
-            arrays[key] = self._copy(key, reader())
+        arrays = {key: self._copy(key, read()) for key, read in self._readers.items()}
         for path, obj in layout.custom.items():
-            for key, value in _custom_values(obj).items():
+            for key, value in _stored(obj).items():
                 full = _join(path, "vars", key)
-                arrays[full] = self._copy(full, np.asarray(_to_numpy(value)))
+                arrays[full] = self._copy(full, keras.ops.convert_to_numpy(value))
         return arrays
 
     def _buffer(
@@ -263,21 +245,7 @@ def generator_states() -> dict[str, np.ndarray]:
     return _rng.states()
 
 
-def _to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    return keras.ops.convert_to_numpy(value)
-
-
 # -- the file ---------------------------------------------------------------------
-def _storable(array: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """The array as HDF5 stores it, and the dtype name to record when it differs."""
-    if array.dtype.kind in "biuf":
-        return array, None
-    width = array.dtype.itemsize * 8
-    return array.view(f"uint{width}"), str(array.dtype)
-
-
 class _HeldErrors:
     """A binary file through which HDF5 never sees an I/O error (private).
 
@@ -297,6 +265,17 @@ class _HeldErrors:
         #: The first I/O error, else None.
         self.error: OSError | None = None
 
+    def _held(self, method: Callable[..., Any], *args: Any) -> Any:
+        """`method(*args)` at HDF5's position, else None: once an I/O error came
+        (the first one is kept, not raised), nothing more reaches the file."""
+        if self.error is None:
+            try:
+                self._file.seek(self._position)
+                return method(*args)
+            except OSError as error:
+                self.error = error
+        return None
+
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position}.get(whence, self._end)
         self._position = base + offset
@@ -305,19 +284,16 @@ class _HeldErrors:
     def tell(self) -> int:
         return self._position
 
+    def _write_all(self, view: memoryview) -> None:
+        while view:  # a raw file may write part of it
+            count = self._file.write(view)
+            if not count:
+                raise OSError(errno.EIO, "the write made no progress")
+            view = view[count:]
+
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        if self.error is None:
-            try:
-                self._file.seek(self._position)
-                done = 0
-                while done < len(view):  # a raw file may write part of it
-                    count = self._file.write(view[done:])
-                    if not count:
-                        raise OSError(errno.EIO, "the write made no progress")
-                    done += count
-            except OSError as error:
-                self.error = error
+        self._held(self._write_all, view)
         self._position += len(view)
         self._end = max(self._end, self._position)
         return len(view)
@@ -325,14 +301,7 @@ class _HeldErrors:
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = max(0, self._end - self._position)
-        data = b""
-        if self.error is None:
-            try:
-                self._file.seek(self._position)
-                data = self._file.read(size) or b""
-            except OSError as error:
-                self.error = error
-                data = b""
+        data = self._held(self._file.read, size) or b""
         self._position += size
         return data + bytes(size - len(data))  # as past the end of a file: zeros
 
@@ -343,20 +312,12 @@ class _HeldErrors:
 
     def truncate(self, size: int | None = None) -> int:
         size = self._position if size is None else size
-        if self.error is None:
-            try:
-                self._file.truncate(size)
-            except OSError as error:
-                self.error = error
+        self._held(self._file.truncate, size)
         self._end = size
         return size
 
     def flush(self) -> None:
-        if self.error is None:
-            try:
-                self._file.flush()
-            except OSError as error:
-                self.error = error
+        self._held(self._file.flush)
 
 
 def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
@@ -382,10 +343,13 @@ def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
         sink = _HeldErrors(target)
         with h5py.File(sink, "w") as handle:
             for key, array in arrays.items():
-                data, dtype = _storable(np.asarray(array))
-                dataset = handle.create_dataset(key, data=data)
-                if dtype is not None:
-                    dataset.attrs["dtype"] = dtype
+                array = np.asarray(array)
+                if array.dtype.kind in "biuf":
+                    handle.create_dataset(key, data=array)
+                else:  # no HDF5 type (`bfloat16`): same-width unsigned ints, named
+                    data = array.view(f"uint{array.dtype.itemsize * 8}")
+                    dataset = handle.create_dataset(key, data=data)
+                    dataset.attrs["dtype"] = str(array.dtype)
         if sink.error is not None:  # without the frames that held HDF5's buffers
             raise sink.error.with_traceback(None)
 
@@ -398,45 +362,13 @@ def read_arrays(source: str | BinaryIO) -> dict[str, np.ndarray]:
 
     def visit(name: str, item: Any) -> None:
         if isinstance(item, h5py.Dataset):
-            array = item[()]
+            array = np.asarray(item[()])
             dtype = item.attrs.get("dtype")
-            if dtype is not None:
-                array = np.asarray(array).view(_named_dtype(str(dtype)))
-            arrays[name] = np.asarray(array)
+            arrays[name] = array if dtype is None else array.view(str(dtype))
 
     with h5py.File(source, "r") as handle:
         handle.visititems(visit)
     return arrays
-
-
-def _named_dtype(name: str) -> np.dtype:
-    try:
-        return np.dtype(name)
-    except TypeError:
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
-
-
-def crc32_of_file(path: str) -> str:
-    """The CRC-32 of a local file, read through a memory map (no copy).
-
-    Example:
-
-    >>> import os, tempfile
-    >>> from kerasteps.checkpoint._model_state import crc32_of_file
-    >>> path = os.path.join(tempfile.mkdtemp(), "f")
-    >>> _ = open(path, "wb").write(b"kerasteps")
-    >>> crc32_of_file(path)
-    'crc32:ea6b459a'
-    """
-    import mmap
-
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return f"crc32:{0:08x}"
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return f"crc32:{zlib.crc32(mapped):08x}"
 
 
 def crc32_of(read: Callable[[int], bytes]) -> str:
@@ -463,7 +395,7 @@ _PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _numpy_dtype(variable: Any) -> np.dtype:
-    return _named_dtype(keras.backend.standardize_dtype(variable.dtype))
+    return np.dtype(keras.backend.standardize_dtype(variable.dtype))
 
 
 def _listing(keys: list[str], limit: int = 6) -> str:
@@ -514,9 +446,7 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
     layout = StateLayout.of(model)
     deferred = _deferred_parts(layout, arrays)
     later = {
-        _join(path, "vars", str(index))
-        for path, (_, part) in deferred.items()
-        for index in part
+        _join(p, "vars", str(i)) for p, (_, part) in deferred.items() for i in part
     }
     problems = _problems(layout, arrays, later) + _rng.problems(arrays)
     if problems:
@@ -534,13 +464,9 @@ def _problems(
     """What keeps `arrays` from restoring into `layout`: missing, extra and
     mis-shaped keys (`later`: the keys of slots that wait for their optimizer)."""
     keys = layout.keys()
-    expected = set(keys)
     missing = [k for k in keys if k not in arrays]
-    extra = sorted(
-        k
-        for k in arrays
-        if k not in expected and k not in later and not _rng.is_reserved(k)
-    )
+    unknown = arrays.keys() - set(keys) - later
+    extra = sorted(k for k in unknown if not _rng.is_reserved(k))
     problems = []
     if missing:
         problems.append(
@@ -565,7 +491,10 @@ def _assign_all_or_nothing(layout: StateLayout, arrays: dict[str, np.ndarray]) -
     """Assigns every variable and custom layer its array; if any assignment
     fails, puts back what they held and re-raises."""
     before = _variables.Saved(layout.variables.values())
-    custom_before = {path: _custom_values(obj) for path, obj in layout.custom.items()}
+    custom_before = {
+        path: {key: keras.ops.convert_to_numpy(v) for key, v in _stored(obj).items()}
+        for path, obj in layout.custom.items()
+    }
     try:
         for key, variable in layout.variables.items():
             variable.assign(arrays[key].astype(_numpy_dtype(variable), copy=False))
@@ -577,20 +506,17 @@ def _assign_all_or_nothing(layout: StateLayout, arrays: dict[str, np.ndarray]) -
     except BaseException:
         before.assign_back()
         for path, obj in layout.custom.items():
-            obj.load_own_variables(
-                {k: np.asarray(_to_numpy(v)) for k, v in custom_before[path].items()}
-            )
+            obj.load_own_variables(custom_before[path])
         raise
 
 
 def _defer(optimizer: Any, part: dict[int, np.ndarray]) -> None:
     """Assigns an optimizer's saved slots right after it builds them."""
-    first = optimizer not in _PENDING
-    _PENDING[optimizer] = part
-    if first:
+    if optimizer not in _PENDING:  # else its build assigns the newer `part`
         _compat.once_after_build(
             optimizer, lambda: _assign_built(optimizer, _PENDING.pop(optimizer, {}))
         )
+    _PENDING[optimizer] = part
 
 
 def _assign_built(optimizer: Any, values: dict[int, np.ndarray]) -> None:
@@ -600,8 +526,7 @@ def _assign_built(optimizer: Any, values: dict[int, np.ndarray]) -> None:
             f"The optimizer {optimizer.name!r} built {len(variables)} variables but "
             f"its checkpoint holds {max(values) + 1}: it does not match the one saved."
         )
-    scope = _eager_scope()
-    with scope:
+    with _eager_scope():
         for index, array in values.items():
             variable = variables[index]
             if tuple(array.shape) != tuple(variable.shape):

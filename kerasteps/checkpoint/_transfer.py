@@ -13,13 +13,8 @@ import numpy as np
 
 from kerasteps import distribute
 from kerasteps import steps as steps_lib
-from kerasteps.checkpoint import _finite, _model_state
-from kerasteps.checkpoint._format import (
-    FORMAT,
-    CheckpointInfo,
-    checked_meta,
-    read_verified,
-)
+from kerasteps.checkpoint import _finite, _format, _model_state
+from kerasteps.checkpoint._format import CheckpointInfo
 
 logger = logging.getLogger("kerasteps")
 
@@ -43,8 +38,9 @@ class Capture:
 
 
 # -- what a checkpoint holds ----------------------------------------------------------
-def optimizers_of(model: keras.Model) -> dict[str, Any]:
-    """Every optimizer of a model, by the name `meta.json` records its class under."""
+def optimizer_classes(model: keras.Model) -> dict[str, str]:
+    """The class of every optimizer of a model, by the name `meta.json` records it
+    under."""
     found: dict[str, Any] = {}
     for name, optimizer in steps_lib.step_optimizers(model).items():
         if optimizer is not None:
@@ -52,7 +48,7 @@ def optimizers_of(model: keras.Model) -> dict[str, Any]:
     default = getattr(model, "optimizer", None)
     if default is not None and all(default is not o for o in found.values()):
         found["optimizer"] = default
-    return found
+    return {key: type(optimizer).__name__ for key, optimizer in found.items()}
 
 
 def build_optimizers(model: keras.Model) -> None:
@@ -63,8 +59,7 @@ def build_optimizers(model: keras.Model) -> None:
     """
     optimizer = getattr(model, "optimizer", None)
     if (
-        optimizer is not None
-        and steps_lib.is_plain(model)
+        steps_lib.is_plain(model)
         and not getattr(optimizer, "built", True)
         and model.built
         and model.trainable_variables
@@ -72,10 +67,6 @@ def build_optimizers(model: keras.Model) -> None:
         optimizer.build(model.trainable_variables)
 
 
-# -- reading folders ------------------------------------------------------------------
-
-
-# -- the directory ------------------------------------------------------------------
 def reads_in_lockstep(model: keras.Model) -> bool:
     """Whether every process must read the state the chief reads: JAX processes
     that share global arrays take part in each other's array operations."""
@@ -101,26 +92,23 @@ def capture(
             valid until the next one into the same snapshot); default fresh
             ones.
     """
-    counters_name = steps_lib.global_step_name(model)
+    snapshot = snapshot or _model_state.Snapshot()
     if not distribute.is_chief(model):
         if reads_in_lockstep(model):  # the same array ops as the chief's
-            (snapshot or _model_state.Snapshot()).take(model)
-        step = steps_lib.global_step(model)
-        return Capture(step, {}, {}, chief=False)
-    arrays = (snapshot or _model_state.Snapshot()).take(model)
+            snapshot.take(model)
+        return Capture(steps_lib.global_step(model), {}, chief=False)
     generators = _model_state.generator_states()  # at the same moment
-    arrays.update(generators)
+    arrays = snapshot.take(model) | generators
+    counters_name = steps_lib.global_step_name(model)
     counters = steps_lib.step_counters(model)
     meta = {
-        "format": FORMAT,
+        "format": _format.FORMAT,
         "step": counters[counters_name],
         "counters": counters,
         "global_counter": counters_name,
         "micro_steps": steps_lib.micro_steps(model),
         "model": model.name,
-        "optimizers": {
-            key: type(opt).__name__ for key, opt in optimizers_of(model).items()
-        },
+        "optimizers": optimizer_classes(model),
         "keras_version": keras.__version__,
         "backend": keras.backend.backend(),
         "finite": True,
@@ -138,9 +126,9 @@ def restore(model: keras.Model, info: CheckpointInfo) -> int:
             not match the model (its variables or its optimizer classes), or
             holds a state that is not finite. The model is then as it was.
     """
-    meta = checked_meta(info.path)
+    meta = _format.checked_meta(info.path)
     _check_optimizers(model, info, meta)
-    arrays = read_verified(info.path, meta)
+    arrays = _format.read_verified(info.path, meta)
     bad = _finite.first_non_finite_array(arrays.items())
     if bad is not None:
         raise ValueError(
@@ -172,7 +160,7 @@ def _check_optimizers(model: keras.Model, info: CheckpointInfo, meta: dict) -> N
     saved = meta.get("optimizers")
     if not isinstance(saved, dict):
         return  # written by an older kerasteps: names only
-    now = {key: type(opt).__name__ for key, opt in optimizers_of(model).items()}
+    now = optimizer_classes(model)
     for key, cls in saved.items():
         if key in now and now[key] != cls:
             raise ValueError(
@@ -180,29 +168,3 @@ def _check_optimizers(model: keras.Model, info: CheckpointInfo, meta: dict) -> N
                 f"(`{key}`), but the model's `{key}` is a {now[key]}: compile the "
                 f"model with a {cls} to resume from it."
             )
-
-
-def restore_newest(
-    model: keras.Model, entries: list[CheckpointInfo], directory: str
-) -> CheckpointInfo | None:
-    """Restores the newest of `entries` that restores completely; None if there
-    are none; a `ValueError` naming each and why if none restores."""
-    failures = []
-    for info in reversed(entries):
-        try:
-            restore(model, info)
-        except ValueError as error:
-            logger.warning(
-                "StepCheckpoint: cannot restore %s (%s); trying an older one.",
-                info.path,
-                error,
-            )
-            failures.append(f"{info.name}: {error}")
-            continue
-        return info
-    if failures:
-        raise ValueError(
-            f"No checkpoint in {directory!r} restores into the model "
-            f"{model.name!r}:\n  " + "\n  ".join(failures)
-        )
-    return None

@@ -17,7 +17,7 @@ included), the step counters and the seed generators' states. `meta.json` holds 
 global step, the counters, the optimizer classes, the Keras version and backend, and
 the size and CRC-32 of `state.h5`. The rooms: the format, the index entries and
 verified reading (`_format.py`); copying a model's state out and back in
-(`_transfer.py`); the background writer (`_writer.py`); this module, the directory.
+(`_transfer.py`); this module, the directory and its background writer.
 
 A save copies the state to host memory (on the training thread: `capture`), then
 writes a new `.tmp-*` folder (`state.h5`, then `meta.json`), renames it
@@ -90,6 +90,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -105,7 +106,7 @@ import tensorflow as tf
 
 from kerasteps import distribute
 from kerasteps._files import _atomic
-from kerasteps.checkpoint import _finite, _model_state, _transfer, _writer
+from kerasteps.checkpoint import _finite, _model_state, _transfer
 from kerasteps.checkpoint._format import (
     FORMAT,
     INDEX_FILE,
@@ -146,37 +147,16 @@ class _View(NamedTuple):
     warned: dict[str, str]
 
 
-def _reconcile(
-    index: list[CheckpointInfo],
-    complete: dict[str, CheckpointInfo],
-    incomplete: dict[str, str],
-    notes: list[str],
-) -> list[CheckpointInfo]:
-    """The index's complete entries, then the complete folders it did not list;
-    adds a note for each missing or adopted checkpoint."""
-    entries = [complete[info.name] for info in index if info.name in complete]
-    missing = [
-        info.name
-        for info in index
-        if info.name not in complete and info.name not in incomplete
-    ]
-    notes += [f"{name} is listed but missing: dropped" for name in missing]
-    listed = {info.name for info in entries}
-    adopted = [info for name, info in complete.items() if name not in listed]
-    if adopted:
-        notes.append(
-            "adopted the complete checkpoint(s) that the index did not list: "
-            + ", ".join(info.name for info in adopted)
-        )
-    return entries + adopted
-
-
 class CheckpointStore:
     """Reads and writes the checkpoints of one directory (see module docstring).
 
     Args:
         directory: The checkpoint directory (it may not exist yet).
         keep: Positive int: how many of the newest checkpoints a save keeps.
+
+    Attributes:
+        on_error: Called with the error on the writer thread when a background save
+            fails (`save_async`); None by default.
 
     Example:
 
@@ -191,7 +171,10 @@ class CheckpointStore:
         self.keep = keep
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
-        self._writer = _writer.BackgroundWriter()
+        # The background save in flight (one at a time), and its error for `wait`.
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.on_error: Callable[[BaseException], None] | None = None
 
     # -- paths ------------------------------------------------------------------------
     def _inside(self, name: str) -> str:
@@ -219,13 +202,14 @@ class CheckpointStore:
             logger.warning("StepCheckpoint: could not remove %s (%s).", path, error)
 
     # -- reading ----------------------------------------------------------------------
-    def _read_index(self) -> tuple[list[CheckpointInfo], dict[str, str]] | None:
-        """The index's valid entries, and the incomplete folders it records as
-        warned about (`{name: reason}`); None if there is no index or it cannot be
-        read."""
+    def _read_index(self) -> tuple[list[str] | None, dict[str, str]]:
+        """The index's valid entries (`ckpt-<step>` names inside the directory, each
+        once; a WARNING for each other one), or None if there is no index or it
+        cannot be read; and the incomplete folders it records as warned about
+        (`{name: reason}`)."""
         path = self._inside(INDEX_FILE)
         if not tf.io.gfile.exists(path):
-            return None
+            return None, {}
         try:
             with tf.io.gfile.GFile(path, "r") as handle:
                 data = json.loads(handle.read())
@@ -240,20 +224,11 @@ class CheckpointStore:
                 type(error).__name__,
                 error,
             )
-            return None
-        known = data.get("incomplete")
-        if not isinstance(known, dict):
-            known = {}
-        return self._index_entries(raw, path), known
-
-    def _index_entries(self, raw: list, path: str) -> list[CheckpointInfo]:
-        """The index's valid entries: `ckpt-<step>` names inside the directory,
-        each once; a WARNING for each other one."""
-        entries, seen = [], set()
+            return None, {}
+        names: list[str] = []
         for entry in raw:
             name = entry.get("name") if isinstance(entry, dict) else None
-            match = NAME_RE.match(name) if isinstance(name, str) else None
-            if not match or name in seen:
+            if not isinstance(name, str) or not NAME_RE.match(name) or name in names:
                 logger.warning(
                     "StepCheckpoint: ignoring the index entry %r of %s: entries must "
                     "be `ckpt-<step>` folders inside the directory.",
@@ -261,15 +236,9 @@ class CheckpointStore:
                     path,
                 )
                 continue
-            seen.add(name)
-            try:
-                saved = float(entry.get("time", 0.0))
-            except (TypeError, ValueError):
-                saved = 0.0
-            entries.append(
-                CheckpointInfo(name, int(match.group(1)), self._inside(name), saved)
-            )
-        return entries
+            names.append(name)
+        known = data.get("incomplete")
+        return names, known if isinstance(known, dict) else {}
 
     def _folders(self) -> list[str]:
         if not tf.io.gfile.isdir(self.directory):
@@ -280,14 +249,16 @@ class CheckpointStore:
     def _view(self) -> _View:
         """The committed checkpoints, the index repaired from the folders on disk.
 
+        The committed checkpoints are the complete folders (those the index does
+        not list are adopted, with a note), oldest save first.
+
         Returns:
             `(entries, notes, changed, incomplete, warned)`: the checkpoints
             oldest save first, what was repaired or is to be warned about (one
             note each), whether the index must be rewritten, the incomplete
             folders, and those of them already warned about.
         """
-        read = self._read_index()
-        index, known = read if read is not None else (None, {})
+        index, known = self._read_index()
         complete, incomplete = self._scan_folders()
         notes = [
             f"{name} is incomplete or damaged ({reason}): left as it is, not used"
@@ -295,17 +266,26 @@ class CheckpointStore:
             if known.get(name) != reason  # each one warned about once
         ]
         if index is None:
-            entries = list(complete.values())
-            changed = bool(entries) or bool(incomplete)
-            if entries:
+            changed = bool(complete) or bool(incomplete)
+            if complete:
                 notes.append(
-                    f"no readable index: rebuilt it from the {len(entries)} "
+                    f"no readable index: rebuilt it from the {len(complete)} "
                     "complete checkpoint(s) on disk"
                 )
         else:
-            entries = _reconcile(index, complete, incomplete, notes)
-            changed = len(entries) != len(index) or known != incomplete
-        entries.sort(key=lambda info: (info.time, info.step))
+            notes += [
+                f"{name} is listed but missing: dropped"
+                for name in index
+                if name not in complete and name not in incomplete
+            ]
+            adopted = [name for name in complete if name not in index]
+            if adopted:
+                notes.append(
+                    "adopted the complete checkpoint(s) that the index did not list: "
+                    + ", ".join(adopted)
+                )
+            changed = len(complete) != len(index) or known != incomplete
+        entries = sorted(complete.values(), key=lambda info: (info.time, info.step))
         warned = {n: r for n, r in incomplete.items() if known.get(n) == r}
         return _View(entries, notes, changed, incomplete, warned)
 
@@ -317,12 +297,12 @@ class CheckpointStore:
         for name in self._folders():
             path = self._inside(name)
             reason = check_folder(path)
-            if reason is not None:
+            if reason is None:
+                saved = float(read_meta(path).get("time", 0.0))
+                step = int(NAME_RE.match(name).group(1))
+                complete[name] = CheckpointInfo(name, step, path, saved)
+            else:
                 incomplete[name] = reason
-                continue
-            saved = read_meta(path).get("time", 0.0)
-            step = int(NAME_RE.match(name).group(1))
-            complete[name] = CheckpointInfo(name, step, path, float(saved or 0.0))
         return complete, incomplete
 
     def entries(self) -> list[CheckpointInfo]:
@@ -427,13 +407,10 @@ class CheckpointStore:
         """Removes a `ckpt-<step>` folder that holds nothing (a clean-up by an older
         kerasteps, killed midway, left it): no checkpoint is lost."""
         path = self._inside(name)
-        if not _atomic.is_local(path) or not os.path.isdir(path):
-            return
-        try:
-            os.rmdir(path)  # only ever removes an empty folder
-        except OSError:
-            return
-        logger.info("StepCheckpoint: removed the empty folder %s.", path)
+        if _atomic.is_local(path):
+            with contextlib.suppress(OSError):  # only ever removes an empty folder
+                os.rmdir(path)
+                logger.info("StepCheckpoint: removed the empty folder %s.", path)
 
     def _write_index(
         self, entries: list[CheckpointInfo], incomplete: dict[str, str]
@@ -521,37 +498,41 @@ class CheckpointStore:
         capture = self.capture(model, extra_meta, self._snapshot)
 
         def write() -> None:
+            # At a lower CPU priority (Linux: nice +10), the write takes the cycles
+            # training leaves idle instead of competing with its threads.
+            with contextlib.suppress(AttributeError, OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:
                 info = self.write(capture)
+                if done is not None:
+                    done(info)
             except NonFiniteStateError as error:  # refused: not an error of the run
                 logger.error("%s The last finite checkpoint is kept.", error)
-                return
-            if done is not None:
-                done(info)
+            except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
+                error.add_note(
+                    f"(while writing the checkpoint of step {capture.step} to "
+                    f"{self.directory} on the background thread)"
+                )
+                self._error = error
+                if self.on_error is not None:
+                    self.on_error(error)
 
-        where = f"while writing the checkpoint of step {capture.step} to "
-        self._writer.start(write, where + self.directory)
+        # Not a daemon: an interpreter that exits waits for the save.
+        self._thread = threading.Thread(
+            target=write, name="kerasteps-checkpoint-writer", daemon=False
+        )
+        self._thread.start()
         return capture.step
-
-    @property
-    def on_error(self) -> Callable[[BaseException], None] | None:
-        """Called with the error on the writer thread when a background save
-        fails."""
-        return self._writer.on_error
-
-    @on_error.setter
-    def on_error(self, function: Callable[[BaseException], None] | None) -> None:
-        self._writer.on_error = function
 
     @property
     def in_flight(self) -> bool:
         """True while a background save is being written."""
-        return self._writer.in_flight
+        return self._thread is not None and self._thread.is_alive()
 
     @property
     def failed(self) -> bool:
         """True when a background save failed and `wait` has not raised it yet."""
-        return self._writer.failed
+        return self._error is not None
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates the host buffers of the saves now (at a run's start).
@@ -576,7 +557,8 @@ class CheckpointStore:
         >>> from kerasteps.checkpoint.store import CheckpointStore
         >>> CheckpointStore(tempfile.mkdtemp()).join()
         """
-        self._writer.join()
+        if self._thread is not None:  # set and cleared on the owner's thread only
+            self._thread.join()
 
     def wait(self) -> None:
         """Waits for the background save in flight, if any; raises its error.
@@ -587,7 +569,11 @@ class CheckpointStore:
         >>> from kerasteps.checkpoint.store import CheckpointStore
         >>> CheckpointStore(tempfile.mkdtemp()).wait()
         """
-        self._writer.wait()
+        self.join()
+        self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
     def _write(self, capture: Capture) -> CheckpointInfo:
         step = capture.step
@@ -600,10 +586,9 @@ class CheckpointStore:
             )
         if not capture.chief:
             return CheckpointInfo(name, step, "", time.time())
-        tf.io.gfile.makedirs(self.directory)
         tmp_name = f"{TMP_PREFIX}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = self._inside(tmp_name)
-        tf.io.gfile.makedirs(tmp)
+        tmp, final = self._inside(tmp_name), self._inside(name)
+        tf.io.gfile.makedirs(tmp)  # and the directory
         try:
             record = write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
             saved = time.time()
@@ -611,23 +596,17 @@ class CheckpointStore:
             _atomic.write_text(
                 os.path.join(tmp, META_FILE), json.dumps(meta, indent=1, sort_keys=True)
             )
-            self._move_into_place(tmp_name, name)
+            # A checkpoint of the same step from an abandoned run: move it away first.
+            trash = self._to_trash(name) if tf.io.gfile.exists(final) else None
+            tf.io.gfile.rename(tmp, final)
         except BaseException:
             self._remove(tmp_name)
             raise
-        info = CheckpointInfo(name, step, self._inside(name), saved)
-        self._commit(info)
-        return info
-
-    def _move_into_place(self, tmp_name: str, name: str) -> None:
-        final = self._inside(name)
-        trash = None
-        if tf.io.gfile.exists(final):
-            # A checkpoint of the same step from an abandoned run: move it away first.
-            trash = self._to_trash(name)
-        tf.io.gfile.rename(self._inside(tmp_name), final)
         if trash is not None:
             self._remove(trash)
+        info = CheckpointInfo(name, step, final, saved)
+        self._commit(info)
+        return info
 
     def _to_trash(self, name: str) -> str:
         """Renames `directory/name` to a `.trash-*` name (one step: a process killed
@@ -648,19 +627,16 @@ class CheckpointStore:
             logger.warning(
                 "StepCheckpoint: could not remove %s (%s).", self._inside(name), error
             )
-            return
-        self._remove(trash)
+        else:
+            self._remove(trash)
 
     def _commit(self, info: CheckpointInfo) -> None:
         view = self._view()
-        entries = [e for e in view.entries if e.name != info.name]
-        entries.append(info)
-        kept, dropped = entries[-self.keep :], entries[: -self.keep]
-        self._write_index(kept, view.warned)  # the others: at the next `recover`
-        kept_names = {e.name for e in kept}
-        for entry in dropped:
-            if entry.name not in kept_names:
-                self._discard(entry.name)
+        entries = [e for e in view.entries if e.name != info.name] + [info]
+        # The incomplete folders not warned about yet: at the next `recover`.
+        self._write_index(entries[-self.keep :], view.warned)
+        for entry in entries[: -self.keep]:
+            self._discard(entry.name)
 
     # -- restoring --------------------------------------------------------------------
     def restore(self, model: keras.Model, info: CheckpointInfo) -> int:
@@ -683,4 +659,21 @@ class CheckpointStore:
         view = self._view()
         for note in view.notes:
             logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
-        return _transfer.restore_newest(model, view.entries, self.directory)
+        failures = []
+        for info in reversed(view.entries):
+            try:
+                _transfer.restore(model, info)
+                return info
+            except ValueError as error:
+                logger.warning(
+                    "StepCheckpoint: cannot restore %s (%s); trying an older one.",
+                    info.path,
+                    error,
+                )
+                failures.append(f"{info.name}: {error}")
+        if failures:
+            raise ValueError(
+                f"No checkpoint in {self.directory!r} restores into the model "
+                f"{model.name!r}:\n  " + "\n  ".join(failures)
+            )
+        return None

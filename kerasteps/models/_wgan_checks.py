@@ -6,7 +6,7 @@ wrong and what is allowed.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import keras
 
@@ -28,54 +28,33 @@ def shape_str(shape: Any) -> str:
     return str(tuple(shape))
 
 
-def regulariser(
-    gradient_penalty: float | None, clip_value: float | None
-) -> tuple[float | None, float | None]:
-    """Checks that exactly one of the two regularisers is set; returns both."""
-    if gradient_penalty is not None and clip_value is not None:
-        raise ValueError(
-            "Pass exactly one of `gradient_penalty` (WGAN-GP) and `clip_value` "
-            f"(weight clipping), received gradient_penalty={gradient_penalty!r} "
-            f"and clip_value={clip_value!r}. For weight clipping pass "
-            "`gradient_penalty=None`."
-        )
-    if gradient_penalty is None and clip_value is None:
-        raise ValueError(
-            "Pass exactly one of `gradient_penalty` (WGAN-GP) and `clip_value` "
-            "(weight clipping), received gradient_penalty=None and "
-            "clip_value=None."
-        )
-    if gradient_penalty is not None:
-        gradient_penalty = positive_float("gradient_penalty", gradient_penalty)
-    if clip_value is not None:
-        clip_value = positive_float("clip_value", clip_value)
-    return gradient_penalty, clip_value
-
-
-class Arguments(NamedTuple):
-    """The WGAN's checked constructor arguments."""
-
-    latent_dim: int
-    n_critic: int
-    gradient_penalty: float | None
-    clip_value: float | None
-    seed: int | None
-
-
 def arguments(
     latent_dim: Any,
     n_critic: Any,
     gradient_penalty: Any,
     clip_value: Any,
     seed: Any,
-) -> Arguments:
-    """Checks the WGAN's scalar arguments, in this order; returns them checked."""
+) -> tuple[int, int, float | None, float | None, int | None]:
+    """Checks the WGAN's scalar arguments, in this order (exactly one of the two
+    regularisers must be set); returns them checked, in the same order."""
     latent_dim = integer("latent_dim", latent_dim)
     n_critic = integer("n_critic", n_critic)
-    gradient_penalty, clip_value = regulariser(gradient_penalty, clip_value)
+    if (gradient_penalty is None) == (clip_value is None):
+        hint = ""
+        if clip_value is not None:
+            hint = " For weight clipping pass `gradient_penalty=None`."
+        raise ValueError(
+            "Pass exactly one of `gradient_penalty` (WGAN-GP) and `clip_value` "
+            f"(weight clipping), received gradient_penalty={gradient_penalty!r} "
+            f"and clip_value={clip_value!r}.{hint}"
+        )
+    if gradient_penalty is not None:
+        gradient_penalty = positive_float("gradient_penalty", gradient_penalty)
+    if clip_value is not None:
+        clip_value = positive_float("clip_value", clip_value)
     if seed is not None:
         seed = integer("seed", seed, 0)
-    return Arguments(latent_dim, n_critic, gradient_penalty, clip_value, seed)
+    return latent_dim, n_critic, gradient_penalty, clip_value, seed
 
 
 def uses_float16(layer: keras.Layer) -> bool:
@@ -163,10 +142,8 @@ def _critic_output(critic: keras.Layer, fake_spec: keras.KerasTensor) -> None:
             f"{shape_str(fake_spec.shape)}: {e}"
         ) from e
     score_shape = getattr(score_spec, "shape", None)
-    if not isinstance(score_spec, keras.KerasTensor) or tuple(score_shape[1:]) not in (
-        (),
-        (1,),
-    ):
+    is_tensor = isinstance(score_spec, keras.KerasTensor)
+    if not is_tensor or tuple(score_shape[1:]) not in ((), (1,)):
         raise ValueError(
             "The critic must return one value per example, shape (batch, 1) "
             f"or (batch,); its output shape is "

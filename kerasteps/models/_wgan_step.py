@@ -2,8 +2,9 @@
 
 Each backend has its own training core (`_wgan_tf`, `_wgan_jax`, `_wgan_torch`),
 written in the style of that backend's Keras trainer; they share the data contract,
-the noise draws, the penalty and the named result of a critic update defined
-here, so that the three compute the same step.
+the noise draws, the penalty, the critic's losses, the named result of a critic
+update and the values of the mean trackers defined here, so that the three compute
+the same step.
 """
 
 from __future__ import annotations
@@ -75,6 +76,28 @@ def penalty_terms(gradients: Any, sample_rank: int) -> Any:
     return keras.ops.square(keras.ops.sqrt(squared + GP_NORM_EPSILON) - 1.0)
 
 
+def critic_result(d_real: Any, d_fake: Any, terms: Any, weight: Any) -> CriticResult:
+    """The critic's losses from its float32 scores of a real and a fake batch.
+
+    Args:
+        d_real: The scores of the real batch, shape `(batch,)`.
+        d_fake: The scores of the fake batch, shape `(batch,)`.
+        terms: The per-example penalty terms (`penalty_terms`), or `None` for
+            weight clipping.
+        weight: The weight of the gradient penalty (unused without `terms`).
+
+    Returns:
+        A `CriticResult` whose `applied` is `None`, for the caller to fill in.
+    """
+    per_example = d_fake - d_real
+    penalty = None
+    if terms is not None:
+        penalty = keras.ops.mean(terms)
+        per_example = per_example + weight * terms
+    wasserstein = keras.ops.mean(d_real) - keras.ops.mean(d_fake)
+    return CriticResult(keras.ops.mean(per_example), wasserstein, penalty, None)
+
+
 def scores(output: Any) -> Any:
     """Critic outputs as a float32 vector of shape `(batch,)`."""
     return keras.ops.cast(keras.ops.reshape(output, (-1,)), "float32")
@@ -83,3 +106,19 @@ def scores(output: Any) -> Any:
 def mean_of(values: list[Any]) -> Any:
     """The mean of a list of scalars."""
     return keras.ops.mean(keras.ops.stack(values))
+
+
+def tracked_values(results: list[CriticResult], g_loss: Any) -> dict[str, Any]:
+    """The value each mean tracker takes in one step, by metric name.
+
+    Every step has `n_critic` critic updates, so updating a tracker once with the
+    mean over them equals updating it `n_critic` times.
+    """
+    values = {
+        "d_loss": mean_of([r.d_loss for r in results]),
+        "g_loss": g_loss,
+        "wasserstein": mean_of([r.wasserstein for r in results]),
+    }
+    if results[0].penalty is not None:
+        values["gradient_penalty"] = mean_of([r.penalty for r in results])
+    return values

@@ -16,9 +16,11 @@ import tensorflow as tf
 from kerasteps.models import _wgan_checks as checks
 from kerasteps.models._wgan_step import (
     CriticResult,
+    critic_result,
     penalty_terms,
     real_examples,
     scores,
+    tracked_values,
 )
 
 
@@ -39,12 +41,18 @@ class TensorFlowSteps:
         # R replicas matches training on one device.
         return tf.reshape(x, (batch, self.n_critic, *self._sample_shape))
 
-    def _replica_scale(self) -> float:
-        return 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
-
     def _critic(self, x: tf.Tensor) -> tf.Tensor:
         """Critic scores in float32, as a vector of shape (batch,)."""
         return scores(self.critic(x, training=True))
+
+    @staticmethod
+    def _scaled(optimizer: Any, loss: tf.Tensor) -> tf.Tensor:
+        """`loss` scaled by `1 / num_replicas_in_sync`, then by a
+        `LossScaleOptimizer`'s loss scale."""
+        loss = loss * (1.0 / tf.distribute.get_strategy().num_replicas_in_sync)
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            loss = optimizer.scale_loss(loss)
+        return loss
 
     @staticmethod
     def _apply(optimizer: Any, tape: tf.GradientTape, loss: tf.Tensor, variables):
@@ -57,8 +65,8 @@ class TensorFlowSteps:
         optimizer.apply_gradients(zip(gradients, variables, strict=True))
         return tf.cast(tf.identity(optimizer.iterations), tf.int64) - before
 
-    def _replica_share(self, draw: Any, batch: tf.Tensor) -> tf.Tensor:
-        """Returns this replica's rows of a draw for the global batch.
+    def _replica_share(self, draw: Any, batch: tf.Tensor, *args: Any) -> tf.Tensor:
+        """Returns this replica's rows of `draw(size, *args)` for the global batch.
 
         Under tf.distribute every replica draws the same global tensor (the seed
         state is shared) and keeps its own slice, so the noise matches training
@@ -67,27 +75,19 @@ class TensorFlowSteps:
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         context = tf.distribute.get_replica_context()
         if replicas == 1 or context is None:
-            return draw(batch)
+            return draw(batch, *args)
         replica = tf.cast(context.replica_id_in_sync_group, batch.dtype)
-        return draw(batch * replicas)[replica * batch : (replica + 1) * batch]
-
-    def _latent(self, batch: tf.Tensor) -> tf.Tensor:
-        return self._replica_share(self._draw_latent, batch)
-
-    def _uniform(self, batch: tf.Tensor, dtype: Any) -> tf.Tensor:
-        """Interpolation weights, shape (batch, 1, ..., 1)."""
-        return self._replica_share(lambda size: self._draw_uniform(size, dtype), batch)
+        return draw(batch * replicas, *args)[replica * batch : (replica + 1) * batch]
 
     def _critic_update(
         self, real: tf.Tensor, fake: tf.Tensor, e: tf.Tensor | None
     ) -> CriticResult:
         """One critic update on a real and a fake batch."""
         variables = self.critic.trainable_variables
-        penalty = None
+        terms = None
         with tf.GradientTape() as tape:
             d_real = self._critic(real)
             d_fake = self._critic(fake)
-            per_example = d_fake - d_real
             if e is not None:
                 x_hat = e * real + (1.0 - e) * fake
                 with tf.GradientTape() as gp_tape:
@@ -96,28 +96,21 @@ class TensorFlowSteps:
                 terms = penalty_terms(
                     gp_tape.gradient(d_hat, x_hat), len(self._sample_shape)
                 )
-                penalty = tf.reduce_mean(terms)
-                per_example = per_example + self.gradient_penalty * terms
-            d_loss = tf.reduce_mean(per_example)
-            scaled_loss = d_loss * self._replica_scale()
-            if isinstance(self.d_optimizer, keras.optimizers.LossScaleOptimizer):
-                scaled_loss = self.d_optimizer.scale_loss(scaled_loss)
+            result = critic_result(d_real, d_fake, terms, self.gradient_penalty)
+            scaled_loss = self._scaled(self.d_optimizer, result.d_loss)
         applied = self._apply(self.d_optimizer, tape, scaled_loss, variables)
         if self.clip_value is not None:
             for v in variables:
                 v.assign(tf.clip_by_value(v, -self.clip_value, self.clip_value))
-        wasserstein = tf.reduce_mean(d_real) - tf.reduce_mean(d_fake)
-        return CriticResult(d_loss, wasserstein, penalty, applied)
+        return result._replace(applied=applied)
 
     def _generator_update(self, batch: tf.Tensor) -> tuple:
         """One generator update; returns (g_loss, 1 if applied else 0)."""
-        z = self._latent(batch)
+        z = self._replica_share(self._draw_latent, batch)
         variables = self.generator.trainable_variables
         with tf.GradientTape() as tape:
             g_loss = -tf.reduce_mean(self._critic(self.generator(z, training=True)))
-            scaled_loss = g_loss * self._replica_scale()
-            if isinstance(self.g_optimizer, keras.optimizers.LossScaleOptimizer):
-                scaled_loss = self.g_optimizer.scale_loss(scaled_loss)
+            scaled_loss = self._scaled(self.g_optimizer, g_loss)
         applied = self._apply(self.g_optimizer, tape, scaled_loss, variables)
         return g_loss, applied
 
@@ -130,10 +123,11 @@ class TensorFlowSteps:
         # TF (and XLA with jit_compile=True) schedule all updates together.
         results = []
         for i in range(self.n_critic):
-            fake = self.generator(self._latent(batch), training=True)
+            latent = self._replica_share(self._draw_latent, batch)
+            fake = self.generator(latent, training=True)
             e = None
             if self.gradient_penalty is not None:
-                e = self._uniform(batch, fake.dtype)
+                e = self._replica_share(self._draw_uniform, batch, fake.dtype)
             real_i = tf.cast(real[:, i], fake.dtype)
             results.append(self._critic_update(real_i, fake, e))
         # Count applied updates only: a LossScaleOptimizer skips an update with
@@ -141,18 +135,9 @@ class TensorFlowSteps:
         self.d_step.assign_add(tf.add_n([r.applied for r in results]))
         g_loss, g_applied = self._generator_update(batch)
         self.g_step.assign_add(g_applied)
-        return self._track(results, g_loss)
-
-    def _track(self, results: list[CriticResult], g_loss: Any) -> dict[str, Any]:
-        # Every train_step has n_critic critic updates, so updating the mean
-        # trackers once with the mean over them equals updating them n times.
-        self.d_loss_tracker.update_state(tf.reduce_mean([r.d_loss for r in results]))
-        self.wasserstein_tracker.update_state(
-            tf.reduce_mean([r.wasserstein for r in results])
-        )
-        if self.gp_tracker is not None:
-            self.gp_tracker.update_state(tf.reduce_mean([r.penalty for r in results]))
-        self.g_loss_tracker.update_state(g_loss)
+        tracked = tracked_values(results, g_loss)
+        for metric in self.metrics:
+            metric.update_state(tracked[metric.name])
         logs = {m.name: m.result() for m in self.metrics}
         logs["d_step"] = tf.identity(self.d_step)
         logs["g_step"] = tf.identity(self.g_step)

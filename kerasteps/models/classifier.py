@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,7 +85,13 @@ def build_image_classifier(
     filters = check_ints("filters", filters)
     dense_units = check_int("dense_units", dense_units)
     _check_dropout_and_rescale(dropout, rescale)
-    _check_pooling(height, width, filters, input_shape)
+    smallest = 2 ** len(filters)  # one 2x2 pooling per block
+    if height < smallest or width < smallest:
+        raise ValueError(
+            f"`input_shape` height and width must be >= {smallest} for "
+            f"{len(filters)} pooling blocks (`filters={filters!r}`), received "
+            f"{tuple(input_shape)!r}."
+        )
     name = check_name(name)
     outputs_count = 1 if num_classes == 2 and binary_single_logit else num_classes
 
@@ -93,26 +100,18 @@ def build_image_classifier(
     if rescale is not None:
         x = keras.layers.Rescaling(float(rescale), name="rescale")(x)
     for block, count in enumerate(filters):
-        x = _conv_block(x, block, count)
+        prefix = f"block{block}"
+        for conv in range(2):
+            x = keras.layers.Conv2D(
+                count, 3, padding="same", activation="relu", name=f"{prefix}_conv{conv}"
+            )(x)
+        x = keras.layers.MaxPooling2D(2, name=f"{prefix}_pool")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     x = keras.layers.Dense(dense_units, activation="relu", name="hidden")(x)
     if dropout > 0:
         x = keras.layers.Dropout(float(dropout), name="dropout")(x)
     outputs = keras.layers.Dense(outputs_count, name="logits")(x)
     return keras.Model(inputs, outputs, name=name)
-
-
-def _conv_block(x: Any, block: int, filters: int) -> Any:
-    """`Conv2D -> Conv2D -> MaxPooling2D(2)`, layers named `block{block}_*`."""
-    for conv in range(2):
-        x = keras.layers.Conv2D(
-            filters,
-            3,
-            padding="same",
-            activation="relu",
-            name=f"block{block}_conv{conv}",
-        )(x)
-    return keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
 
 
 def _check_num_classes(num_classes: Any) -> None:
@@ -137,23 +136,9 @@ def _check_dropout_and_rescale(dropout: Any, rescale: Any) -> None:
     if rescale is not None and (
         isinstance(rescale, bool)
         or not isinstance(rescale, (int, float))
+        or not math.isfinite(rescale)
         or rescale == 0
-        or rescale != rescale
-        or abs(rescale) == float("inf")
     ):
         raise ValueError(
             f"`rescale` must be a finite non-zero number or None, received {rescale!r}."
-        )
-
-
-def _check_pooling(
-    height: int, width: int, filters: tuple[int, ...], input_shape: Any
-) -> None:
-    """Raises unless the image survives one 2x2 pooling per block."""
-    smallest = 2 ** len(filters)
-    if height < smallest or width < smallest:
-        raise ValueError(
-            f"`input_shape` height and width must be >= {smallest} for "
-            f"{len(filters)} pooling blocks (`filters={filters!r}`), received "
-            f"{tuple(input_shape)!r}."
         )

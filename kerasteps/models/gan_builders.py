@@ -43,7 +43,6 @@ __all__ = [
 #: Image heights/widths the DCGAN builders support, and the spatial size of the
 #: generator's first feature map for each (upsampled twice by 2).
 _BASE_SIZE = {28: 7, 32: 8}
-_CRITIC_NORMALIZATIONS = ("layer", None)
 
 
 #: Hidden layer widths of both point networks: three ReLU layers of 128 units,
@@ -64,16 +63,8 @@ def _dim_and_scaling(
     """The points' dimension (`dim`, else the data's, else 2) and the scaling of
     `data` (None for None), checked: finite points `(N, d)`, N >= 2, not all
     equal, with `d == dim` where `dim` is given."""
-    scaling = _scaling(data, dim, dim_name)
-    if dim is None:
-        dim = 2 if scaling is None else len(scaling.mean)
-    return check_int(dim_name, dim), scaling
-
-
-def _scaling(data: Any, dim: int | None, dim_name: str) -> _Scaling | None:
-    """The scaling of `data`, or None for None (see `_dim_and_scaling`)."""
     if data is None:
-        return None
+        return check_int(dim_name, 2 if dim is None else dim), None
     x = np.asarray(data, dtype=np.float64)
     if x.ndim != 2 or len(x) < 2 or not np.isfinite(x).all():
         raise ValueError(
@@ -88,7 +79,8 @@ def _scaling(data: Any, dim: int | None, dim_name: str) -> _Scaling | None:
     std = float(np.sqrt(((x - mean) ** 2).mean()))
     if std == 0:
         raise ValueError("`data` holds one point repeated: it has no scale.")
-    return _Scaling([float(m) for m in mean], std)
+    dim = check_int(dim_name, x.shape[1] if dim is None else dim)
+    return dim, _Scaling([float(m) for m in mean], std)
 
 
 def _point_mlp(
@@ -273,13 +265,11 @@ def build_image_generator(
     latent_dim = check_int("latent_dim", latent_dim)
     height, width, channels = _check_gan_image_shape(image_shape)
     filters = check_int("base_filters", base_filters)
-    name = check_name(name)
     base = _BASE_SIZE[height]
 
     inputs = keras.Input(shape=(latent_dim,), name="latent")
-    x = keras.layers.Dense(base * base * 4 * filters, use_bias=False, name="project")(
-        inputs
-    )
+    units = base * base * 4 * filters
+    x = keras.layers.Dense(units, use_bias=False, name="project")(inputs)
     x = keras.layers.BatchNormalization(name="project_bn")(x)
     x = keras.layers.ReLU(name="project_relu")(x)
     x = keras.layers.Reshape((base, base, 4 * filters), name="reshape")(x)
@@ -292,7 +282,7 @@ def build_image_generator(
     outputs = keras.layers.Conv2D(
         channels, 3, padding="same", activation="tanh", name="images"
     )(x)
-    return keras.Model(inputs, outputs, name=name)
+    return keras.Model(inputs, outputs, name=check_name(name))
 
 
 def build_image_critic(
@@ -339,12 +329,11 @@ def build_image_critic(
     """
     _check_gan_image_shape(image_shape)
     filters = check_int("base_filters", base_filters)
-    if normalization not in _CRITIC_NORMALIZATIONS:
+    if normalization not in ("layer", None):
         raise ValueError(
             "`normalization` must be 'layer' or None (a WGAN-GP critic must not "
             f"use batch normalization), received {normalization!r}."
         )
-    name = check_name(name)
 
     inputs = keras.Input(shape=tuple(image_shape), name="images")
     x = inputs
@@ -359,4 +348,4 @@ def build_image_critic(
         x = keras.layers.LeakyReLU(0.2, name=f"conv{index}_lrelu")(x)
     x = keras.layers.Flatten(name="flatten")(x)
     outputs = keras.layers.Dense(1, name="score")(x)
-    return keras.Model(inputs, outputs, name=name)
+    return keras.Model(inputs, outputs, name=check_name(name))

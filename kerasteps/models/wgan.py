@@ -173,34 +173,28 @@ class WGAN(_BackendSteps, keras.Model):
         seed: int | None = None,
         **kwargs: Any,
     ):
-        args = checks.arguments(
-            latent_dim,
-            n_critic,
-            gradient_penalty,
-            clip_value,
-            seed,
+        latent_dim, n_critic, gradient_penalty, clip_value, seed = checks.arguments(
+            latent_dim, n_critic, gradient_penalty, clip_value, seed
         )
-        sample_shape = checks.networks(generator, critic, args.latent_dim)
+        sample_shape = checks.networks(generator, critic, latent_dim)
         super().__init__(**kwargs)
         self.generator = generator
         self.critic = critic
-        self.latent_dim = args.latent_dim
-        self.n_critic = args.n_critic
-        self.gradient_penalty = args.gradient_penalty
-        self.clip_value = args.clip_value
-        self.seed = args.seed
+        self.latent_dim = latent_dim
+        self.n_critic = n_critic
+        self.gradient_penalty = gradient_penalty
+        self.clip_value = clip_value
+        self.seed = seed
         self._sample_shape = sample_shape
-        self._seed_generator = keras.random.SeedGenerator(args.seed, name="wgan_seed")
+        self._seed_generator = keras.random.SeedGenerator(seed, name="wgan_seed")
         self.d_step = self._add_counter("d_step")
         self.g_step = self._add_counter("g_step")
         self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
         self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
         self.wasserstein_tracker = keras.metrics.Mean(name="wasserstein")
-        self.gp_tracker = (
-            keras.metrics.Mean(name="gradient_penalty")
-            if args.gradient_penalty is not None
-            else None
-        )
+        self.gp_tracker = None
+        if gradient_penalty is not None:
+            self.gp_tracker = keras.metrics.Mean(name="gradient_penalty")
         self.d_optimizer = None
         self.total_steps = None
         self.g_optimizer = None
@@ -320,26 +314,23 @@ class WGAN(_BackendSteps, keras.Model):
             "run_eagerly": run_eagerly,
         }
 
-    def _default_optimizer(self, updates: int) -> keras.optimizers.Optimizer:
-        """The default optimizer of a network updated `updates` times in a run."""
-        if self.gradient_penalty is None:
-            return keras.optimizers.RMSprop(learning_rate=5e-5)
-        rate = keras.optimizers.schedules.PolynomialDecay(
-            DEFAULT_LEARNING_RATE, updates, DEFAULT_FINAL_LEARNING_RATE
-        )
-        return keras.optimizers.Adam(learning_rate=rate, beta_1=0.5, beta_2=0.9)
-
     def _resolve_optimizer(self, name: str, optimizer: Any, updates: int) -> Any:
+        """`optimizer` (an instance or name) as an optimizer, or for `None` the
+        default optimizer of a network updated `updates` times in a run."""
         if optimizer is None:
-            return self._default_optimizer(updates)
+            if self.gradient_penalty is None:
+                return keras.optimizers.RMSprop(learning_rate=5e-5)
+            rate = keras.optimizers.schedules.PolynomialDecay(
+                DEFAULT_LEARNING_RATE, updates, DEFAULT_FINAL_LEARNING_RATE
+            )
+            return keras.optimizers.Adam(learning_rate=rate, beta_1=0.5, beta_2=0.9)
         try:
-            optimizer = keras.optimizers.get(optimizer)
+            return keras.optimizers.get(optimizer)
         except (ValueError, TypeError) as e:
             raise ValueError(
                 f"`{name}` must be a keras optimizer or its name, received "
                 f"{optimizer!r}."
             ) from e
-        return optimizer
 
     @staticmethod
     def _maybe_loss_scale(optimizer: Any, float16: bool) -> Any:
@@ -371,19 +362,16 @@ class WGAN(_BackendSteps, keras.Model):
 
     def get_config(self) -> dict[str, Any]:
         """Returns the constructor arguments, generator and critic serialized."""
-        config = super().get_config()
-        config.update(
-            {
-                "generator": keras.saving.serialize_keras_object(self.generator),
-                "critic": keras.saving.serialize_keras_object(self.critic),
-                "latent_dim": self.latent_dim,
-                "n_critic": self.n_critic,
-                "gradient_penalty": self.gradient_penalty,
-                "clip_value": self.clip_value,
-                "seed": self.seed,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "generator": keras.saving.serialize_keras_object(self.generator),
+            "critic": keras.saving.serialize_keras_object(self.critic),
+            "latent_dim": self.latent_dim,
+            "n_critic": self.n_critic,
+            "gradient_penalty": self.gradient_penalty,
+            "clip_value": self.clip_value,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects=None) -> WGAN:
@@ -437,9 +425,7 @@ class WGAN(_BackendSteps, keras.Model):
     def metrics(self) -> list[keras.metrics.Metric]:
         """The `Mean` trackers of the logged losses; Keras resets them per epoch."""
         trackers = [self.d_loss_tracker, self.g_loss_tracker, self.wasserstein_tracker]
-        if self.gp_tracker is not None:
-            trackers.append(self.gp_tracker)
-        return trackers
+        return trackers if self.gp_tracker is None else [*trackers, self.gp_tracker]
 
     # ------------------------------------------------------------- training
 
@@ -455,14 +441,13 @@ class WGAN(_BackendSteps, keras.Model):
         For array input, `batch_size` (default 32, as in Keras) must be a multiple
         of `n_critic`: each element holds `n_critic` critic batches.
         """
+        import tensorflow as tf
+
+        steps_per_epoch = kwargs.get("steps_per_epoch")
         checks.fit_data(
-            x,
-            batch_size,
-            kwargs.get("steps_per_epoch"),
-            self._sample_shape,
-            self.n_critic,
+            x, batch_size, steps_per_epoch, self._sample_shape, self.n_critic
         )
-        if _is_dataset(x):
+        if isinstance(x, tf.data.Dataset):
             # A dataset is shuffled by its own pipeline; Keras's default
             # `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
@@ -520,10 +505,8 @@ class WGAN(_BackendSteps, keras.Model):
         """
         n = checks.integer("n", n, 0)
         batch_size = checks.integer("batch_size", batch_size)
-        rng = np.random.default_rng(seed)
-        z = rng.standard_normal((n, self.latent_dim)).astype(
-            self.generator.compute_dtype
-        )
+        z = np.random.default_rng(seed).standard_normal((n, self.latent_dim))
+        z = z.astype(self.generator.compute_dtype)
         chunks = [
             keras.ops.convert_to_numpy(
                 self.generator(z[i : i + batch_size], training=False)
@@ -538,11 +521,3 @@ class WGAN(_BackendSteps, keras.Model):
     #: `n_critic` fresh critic batches (`kerasteps.data.gan_batches`, documented
     #: there; `WGAN.make_dataset(x, batch_size, n_critic, seed=...)`).
     make_dataset = staticmethod(data.gan_batches)
-
-
-def _is_dataset(x: Any) -> bool:
-    try:
-        import tensorflow as tf
-    except ImportError:  # pragma: no cover - TensorFlow is a dependency
-        return False
-    return isinstance(x, tf.data.Dataset)

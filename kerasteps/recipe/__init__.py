@@ -96,7 +96,7 @@ Where recipes are found
 The bundled recipes are the files of the top-level `recipes/` folder of a clone,
 installed as the package `kerasteps.recipes`; `kerasteps list` shows them and
 `kerasteps run NAME` runs one (a `-` in `NAME` is read as `_`). Finding and loading
-recipe files is the launcher's concern (`kerasteps/cli/_recipes.py`).
+recipe files is the launcher's concern (`kerasteps list`, `kerasteps run`).
 """
 
 from typing import Any

@@ -112,6 +112,33 @@ def test_keys_follow_the_structure_as_keras_weights_files_do(tmp_path):
     assert record["crc32"].startswith("crc32:") and len(record["crc32"]) == 14
 
 
+def test_a_save_is_handed_the_step_and_counters_the_run_knows(tmp_path, monkeypatch):
+    """StepCheckpoint hands the store its event's counters: the save writes them
+    and does not work them out from the model again."""
+    model = model_with_dropout()
+    fit(model, 3)
+
+    def no_reading(*args):
+        raise AssertionError("the save read the step counters from the model")
+
+    from kerasteps import steps
+
+    monkeypatch.setattr(steps, "step_counters", no_reading)
+    monkeypatch.setattr(steps, "global_step", no_reading)
+    store = CheckpointStore(tmp_path)
+    info = store.save(model, counters=("step", {"step": 3}))
+    meta = json.loads((Path(info.path) / "meta.json").read_text())
+    assert (info.name, info.step) == ("ckpt-3", 3)
+    assert (meta["step"], meta["counters"], meta["global_counter"]) == (
+        3,
+        {"step": 3},
+        "step",
+    )
+    assert store.save_async(model, counters=("step", {"step": 3})) == 3
+    store.writer.wait()
+    assert [entry.step for entry in store.entries()] == [3]
+
+
 def test_a_checkpoint_restores_into_a_second_identical_model(tmp_path):
     """Auto-generated names differ (`dense_2`, `adam_1`); the keys do not."""
     model = model_with_dropout()
@@ -200,7 +227,7 @@ def test_async_and_blocking_saves_write_the_same_checkpoints(tmp_path):
         model = model_with_dropout()
         checkpoint = StepCheckpoint(tmp_path / str(mode), every=3, async_save=mode)
         fit(model, 10, [checkpoint])
-        assert not checkpoint.store.in_flight  # the run's end waited for it
+        assert not checkpoint.store.writer.in_flight  # the run's end waited for it
         assert checkpoint.last_saved.step == 9
         infos = StepCheckpoint.list_checkpoints(tmp_path / str(mode))
         runs[mode] = [(i.step, read_state(i.path)) for i in infos]

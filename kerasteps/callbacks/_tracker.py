@@ -26,6 +26,7 @@ import keras
 
 from kerasteps import _compat
 from kerasteps import steps as steps_lib
+from kerasteps._variables import read_int
 from kerasteps.callbacks.step_event import scalar_items
 from kerasteps.steps import StepNotCountedError
 
@@ -44,7 +45,7 @@ def _iterations(optimizers: Mapping[str, Any]) -> dict[str, int]:
     out = {}
     for name, optimizer in optimizers.items():
         try:
-            out[name] = steps_lib._to_int(optimizer.iterations)
+            out[name] = read_int(optimizer.iterations)
         except Exception:  # noqa: BLE001 - an optimizer not built yet
             out[name] = 0
     return out

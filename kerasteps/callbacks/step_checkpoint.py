@@ -17,7 +17,7 @@ from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_int
 from kerasteps.callbacks import _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
-from kerasteps.callbacks.step_event import StepEvent, StepRecord
+from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.checkpoint._format import NAME_RE, read_meta
 from kerasteps.checkpoint.store import (
     CheckpointInfo,
@@ -245,10 +245,11 @@ class StepCheckpoint(StepCallback):
         self.directory = writable_dir(directory, "directory")
         self.signals = _signals.check_signals(signals)
         self.store = CheckpointStore(self.directory, self.keep)
-        self.store.on_error = self._wake  # raise the error at the next batch end
+        self.store.writer.on_error = self._wake  # raise the error at the next batch end
         self._lock = _lock.DirectoryLock(self.directory, "`directory`")
         self._stop: _signals.GracefulStop | None = None
-        self._pending = False
+        self._pending: StepEvent | None = None  # a save after the epoch's validation
+        self._last: StepEvent | None = None  # the latest step the callback saw
         #: The steps of this run saved, or refused as not finite: never saved again.
         self._done_steps: set[int] = set()
         #: True after a signal made the callback save and stop training.
@@ -413,20 +414,23 @@ class StepCheckpoint(StepCallback):
         0
         """
         model = model if model is not None else self.model
-        info = self.store.save(model, self._run_meta(model))
+        info = self.store.save(
+            model, self._run_meta(model, steps_lib.global_step(model))
+        )
         self._done_steps.add(info.step)
         self._saved(info)
         return info
 
-    def _run_meta(self, model: keras.Model) -> dict:
-        """What a resumed run needs from this run, for the checkpoint's meta.json."""
+    def _run_meta(self, model: keras.Model, step: int) -> dict:
+        """What a resumed run needs from this run, for the checkpoint's meta.json
+        of a save at `step`."""
         run = self._run
         if run is None or run.model is not model:
             return {}
         meta = {"run_id": run.run_id}
         if run.links:
             meta["links"] = dict(run.links)
-        if run.step == steps_lib.global_step(model):
+        if run.step == step:
             # What the sinks' windows hold since their last point: a resumed run
             # writes the same values as an uninterrupted one.
             state = run.resume_state()
@@ -463,7 +467,7 @@ class StepCheckpoint(StepCallback):
             )
         self.store.prepare(self.model)  # host buffers now, not in a saving step
         self._done_steps = {start_step}  # never re-save the state it starts from
-        self._pending = False
+        self._pending = self._last = None
         self.interrupted = False
         self.signal_received = None
         self._stop = _signals.GracefulStop(self.signals, self.model, self._on_signal)
@@ -498,6 +502,7 @@ class StepCheckpoint(StepCallback):
         )
 
     def on_step(self, event: StepEvent) -> None:
+        self._last = event
         self._raise_failed_write()
         if self.run.non_finite_at == event.step:
             logger.warning(
@@ -509,11 +514,12 @@ class StepCheckpoint(StepCallback):
         self._stop_on_signal(event)
 
     def on_other_step(self, event: StepEvent) -> None:
+        self._last = event
         self._raise_failed_write()
         self._stop_on_signal(event)
 
     def _raise_failed_write(self) -> None:
-        if self.store.failed:  # the background write failed: raise it here
+        if self.store.writer.failed:  # the background write failed: raise it here
             self._finish_background()
 
     def _stop_on_signal(self, event: StepEvent) -> None:
@@ -524,27 +530,28 @@ class StepCheckpoint(StepCallback):
             if self.run.non_finite_at != event.step:
                 self._save_or_defer(event)
 
-    def _save_or_defer(self, event: StepEvent | StepRecord) -> None:
+    def _save_or_defer(self, event: StepEvent) -> None:
         if event.epoch_last and not event.final:
-            self._pending = True  # after the epoch's validation values were written
+            self._pending = event  # after the epoch's validation values were written
             return
-        self._save_now()
+        self._save_now(event)
 
-    def _save_now(self) -> None:
-        self._pending = False
-        steps_lib.sync_trained_state(self.model)
-        step = steps_lib.global_step(self.model)
+    def _save_now(self, event: StepEvent) -> None:
+        """Saves the state of `event.step`, with the step and counters it carries."""
+        self._pending = None
+        step = event.step
         if step in self._done_steps:
             return
+        steps_lib.sync_trained_state(self.model)  # after Keras's epoch validation
+        meta = self._run_meta(self.model, step)
+        counters = (event.global_counter, event.counters)
         try:
             if self.async_save:
                 self._finish_background()  # at most one save in flight
-                self.store.save_async(
-                    self.model, self._run_meta(self.model), done=self._saved
-                )
-                self._done_steps.add(step)
+                self.store.save_async(self.model, meta, self._saved, counters)
             else:
-                self.save(self.model)
+                self._saved(self.store.save(self.model, meta, counters))
+            self._done_steps.add(step)
         except NonFiniteStateError as error:
             self._done_steps.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)
@@ -558,7 +565,7 @@ class StepCheckpoint(StepCallback):
         given back first.
         """
         try:
-            self.store.wait()
+            self.store.writer.wait()
         except BaseException:
             self._leave()
             raise
@@ -570,14 +577,15 @@ class StepCheckpoint(StepCallback):
             self._run.wake()
 
     def flush(self) -> None:
-        if self._pending:
-            self._save_now()
+        if self._pending is not None:
+            self._save_now(self._pending)
 
     def on_run_end(self, final_step: int) -> None:
         try:
             if self.signal_received is not None and not self.interrupted:
-                self.interrupted = True  # the signal came after the last batch end
-                self._pending = True
+                self.interrupted = True  # the signal came after the final step's
+                if self._last is not None and self._last.step == final_step:
+                    self._pending = self._last
             self.flush()
             self._finish_background()
         finally:

@@ -160,7 +160,7 @@ class StopOnNonFinite(StepCallback):
                 self._stop(event.step, key, float(value))
                 return
         if self._store is not None:
-            self._take_snapshot(event.step)
+            self._take_snapshot(event)
 
     def _stop(self, step: int, key: str, value: float) -> None:
         self.stopped_step = step
@@ -175,11 +175,12 @@ class StopOnNonFinite(StepCallback):
             self._save_last_finite()
 
     # -- last finite state ----------------------------------------------------------
-    def _take_snapshot(self, step: int) -> None:
+    def _take_snapshot(self, event: StepEvent) -> None:
         # Two sets of host buffers, used in turn: the last finite capture is never
         # overwritten by a capture that turns out not to be finite.
         spare = self._pair[0] if self._pair[0] is not self._held else self._pair[1]
-        capture = self._store.capture(self.model, snapshot=spare)
+        counters = (event.global_counter, event.counters)  # the step the run knows
+        capture = self._store.capture(self.model, snapshot=spare, counters=counters)
         if _finite.first_non_finite_array(capture.arrays.items()) is not None:
             return  # keep the previous, finite snapshot
         self._snapshot = capture
@@ -194,7 +195,7 @@ class StopOnNonFinite(StepCallback):
         self._snapshot.meta.update(saved_by="StopOnNonFinite", stopped_at=self.message)
         # A StepCheckpoint's save in flight commits first (its error, if it failed,
         # is the StepCheckpoint's to raise; a refused non-finite save is no error).
-        self._store.join()
+        self._store.writer.join()
         self.checkpoint_saved = self._store.write(self._snapshot)
         logger.error(
             "StopOnNonFinite: saved the last finite state (step %d) to %s.",

@@ -1,5 +1,5 @@
-"""The checkpoint format (private): a checkpoint folder `ckpt-<step>` holds
-`state.h5` (every array of the model's state) and `meta.json` (the step, the
+"""The checkpoint format and index (private): a checkpoint folder `ckpt-<step>`
+holds `state.h5` (every array of the model's state) and `meta.json` (the step, the
 counters, the format tag, each file's size and checksum); the directory's
 `checkpoint.json` index is the commit point of every save. Reading never trusts a
 file it has not verified.
@@ -8,6 +8,7 @@ file it has not verified.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -20,6 +21,8 @@ import tensorflow as tf
 
 from kerasteps._files import _atomic
 from kerasteps.checkpoint import _model_state
+
+logger = logging.getLogger("kerasteps")
 
 #: The index file of a checkpoint directory (the commit point of every save).
 INDEX_FILE = "checkpoint.json"
@@ -224,3 +227,89 @@ class CheckpointInfo:
     def state_file(self) -> str:
         """The `state.h5` file inside the checkpoint folder."""
         return os.path.join(self.path, STATE_FILE)
+
+
+# -- the index ------------------------------------------------------------------------
+def read_index(path: str) -> tuple[list[str] | None, dict[str, str]]:
+    """Reads a directory's index file.
+
+    Returns:
+        The index's valid entries (`ckpt-<step>` names inside the directory, each
+        once; a WARNING for each other one), or None if there is no index or it
+        cannot be read; and the incomplete folders it records as warned about
+        (`{name: reason}`).
+    """
+    if not tf.io.gfile.exists(path):
+        return None, {}
+    try:
+        with tf.io.gfile.GFile(path, "r") as handle:
+            data = json.loads(handle.read())
+        raw = data["checkpoints"]
+        if not isinstance(raw, list):
+            raise TypeError("`checkpoints` is not a list")
+    except (ValueError, KeyError, TypeError, OSError, tf.errors.OpError) as error:
+        logger.warning(
+            "StepCheckpoint: the index %s cannot be read (%s: %s); the "
+            "checkpoints on disk are used instead.",
+            path,
+            type(error).__name__,
+            error,
+        )
+        return None, {}
+    names: list[str] = []
+    for entry in raw:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not NAME_RE.match(name) or name in names:
+            logger.warning(
+                "StepCheckpoint: ignoring the index entry %r of %s: entries must "
+                "be `ckpt-<step>` folders inside the directory.",
+                entry,
+                path,
+            )
+            continue
+        names.append(name)
+    known = data.get("incomplete")
+    return names, known if isinstance(known, dict) else {}
+
+
+def write_index(
+    path: str, entries: list[CheckpointInfo], incomplete: dict[str, str]
+) -> None:
+    """Replaces a directory's index file atomically: `entries` oldest save first,
+    and the `incomplete` folders already warned about (`{name: reason}`)."""
+    latest = entries[-1] if entries else None
+    index = {
+        "format": FORMAT,
+        "latest": latest.name if latest else None,
+        "latest_step": latest.step if latest else None,
+        "checkpoints": [
+            {"name": e.name, "step": e.step, "time": e.time} for e in entries
+        ],
+        "incomplete": dict(sorted(incomplete.items())),
+    }
+    _atomic.write_text(path, json.dumps(index, indent=1))
+
+
+def checkpoint_folders(directory: str) -> list[str]:
+    """The `ckpt-<step>` names in a directory, sorted."""
+    if not tf.io.gfile.isdir(directory):
+        return []
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(directory)]
+    return sorted(n for n in names if NAME_RE.match(n))
+
+
+def scan_folders(directory: str) -> tuple[dict[str, CheckpointInfo], dict[str, str]]:
+    """The `ckpt-<step>` folders of a directory: `({name: info} complete,
+    {name: reason} incomplete)` (see `check_folder`)."""
+    complete: dict[str, CheckpointInfo] = {}
+    incomplete: dict[str, str] = {}
+    for name in checkpoint_folders(directory):
+        path = os.path.join(directory, name)
+        reason = check_folder(path)
+        if reason is None:
+            saved = float(read_meta(path).get("time", 0.0))
+            step = int(NAME_RE.match(name).group(1))
+            complete[name] = CheckpointInfo(name, step, path, saved)
+        else:
+            incomplete[name] = reason
+    return complete, incomplete

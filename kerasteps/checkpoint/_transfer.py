@@ -18,6 +18,10 @@ from kerasteps.checkpoint._format import CheckpointInfo
 
 logger = logging.getLogger("kerasteps")
 
+#: The step counters of a state as a run knows them: `(global counter's name,
+#: {counter: value})`, e.g. `("g_step", {"d_step": 500, "g_step": 100})`.
+Counters = tuple[str, dict[str, int]]
+
 
 @dataclass
 class Capture:
@@ -77,6 +81,7 @@ def capture(
     model: keras.Model,
     extra_meta: dict | None = None,
     snapshot: _model_state.Snapshot | None = None,
+    counters: Counters | None = None,
 ) -> Capture:
     """Copies the model's state to host memory, with its step and counters.
 
@@ -91,22 +96,29 @@ def capture(
         snapshot: Host buffers to copy into (they are reused: the capture is
             valid until the next one into the same snapshot); default fresh
             ones.
+        counters: The state's step counters as the run knows them (a
+            `StepEvent`'s); default read from the model.
     """
     snapshot = snapshot or _model_state.Snapshot()
+    if counters is None:
+        counters = steps_lib.global_step_name(model), steps_lib.step_counters(model)
+    name, values = counters
     if not distribute.is_chief(model):
         if reads_in_lockstep(model):  # the same array ops as the chief's
             snapshot.take(model)
-        return Capture(steps_lib.global_step(model), {}, chief=False)
+        return Capture(values[name], {}, chief=False)
     generators = _model_state.generator_states()  # at the same moment
     arrays = snapshot.take(model) | generators
-    counters_name = steps_lib.global_step_name(model)
-    counters = steps_lib.step_counters(model)
     meta = {
         "format": _format.FORMAT,
-        "step": counters[counters_name],
-        "counters": counters,
-        "global_counter": counters_name,
-        "micro_steps": steps_lib.micro_steps(model),
+        "step": values[name],
+        "counters": dict(values),
+        "global_counter": name,
+        "micro_steps": (
+            values[name]  # the batches are the updates without accumulation
+            if steps_lib.accumulation_steps(model) == 1
+            else steps_lib.micro_steps(model)
+        ),
         "model": model.name,
         "optimizers": optimizer_classes(model),
         "keras_version": keras.__version__,
@@ -115,7 +127,7 @@ def capture(
         "generator_states": sorted(generators),
         **(extra_meta or {}),
     }
-    return Capture(counters[counters_name], arrays, meta)
+    return Capture(values[name], arrays, meta)
 
 
 def restore(model: keras.Model, info: CheckpointInfo) -> int:

@@ -15,9 +15,10 @@ identically built model, on any backend. It holds the weights, the non-trainable
 variables, every optimizer's variables (`iterations` and the learning rate
 included), the step counters and the seed generators' states. `meta.json` holds the
 global step, the counters, the optimizer classes, the Keras version and backend, and
-the size and CRC-32 of `state.h5`. The rooms: the format, the index entries and
-verified reading (`_format.py`); copying a model's state out and back in
-(`_transfer.py`); this module, the directory and its background writer.
+the size and CRC-32 of `state.h5`. The rooms: the format, the index and verified
+reading (`_format.py`); copying a model's state out and back in (`_transfer.py`);
+the background writer (`_writer.py`); this module, the directory: its saves,
+repairs and restores.
 
 A save copies the state to host memory (on the training thread: `capture`), then
 writes a new `.tmp-*` folder (`state.h5`, then `meta.json`), renames it
@@ -108,7 +109,6 @@ from kerasteps import distribute
 from kerasteps._files import _atomic
 from kerasteps.checkpoint import _finite, _model_state, _transfer
 from kerasteps.checkpoint._format import (
-    FORMAT,
     INDEX_FILE,
     META_FILE,
     NAME_RE,
@@ -116,11 +116,14 @@ from kerasteps.checkpoint._format import (
     TMP_PREFIX,
     TRASH_PREFIX,
     CheckpointInfo,
-    check_folder,
-    read_meta,
+    checkpoint_folders,
+    read_index,
+    scan_folders,
+    write_index,
     write_state,
 )
-from kerasteps.checkpoint._transfer import Capture, reads_in_lockstep
+from kerasteps.checkpoint._transfer import Capture, Counters, reads_in_lockstep
+from kerasteps.checkpoint._writer import BackgroundWriter
 
 __all__ = ["CheckpointInfo", "CheckpointStore", "NonFiniteStateError"]
 
@@ -155,8 +158,10 @@ class CheckpointStore:
         keep: Positive int: how many of the newest checkpoints a save keeps.
 
     Attributes:
-        on_error: Called with the error on the writer thread when a background save
-            fails (`save_async`); None by default.
+        writer: The background writer of `save_async`: `writer.wait()` waits for
+            the save in flight and raises its error; `writer.failed`,
+            `writer.in_flight` and `writer.on_error` (called with the error on the
+            writer thread) tell of it.
 
     Example:
 
@@ -171,10 +176,7 @@ class CheckpointStore:
         self.keep = keep
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
-        # The background save in flight (one at a time), and its error for `wait`.
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self.on_error: Callable[[BaseException], None] | None = None
+        self.writer = BackgroundWriter()
 
     # -- paths ------------------------------------------------------------------------
     def _inside(self, name: str) -> str:
@@ -202,64 +204,14 @@ class CheckpointStore:
             logger.warning("StepCheckpoint: could not remove %s (%s).", path, error)
 
     # -- reading ----------------------------------------------------------------------
-    def _read_index(self) -> tuple[list[str] | None, dict[str, str]]:
-        """The index's valid entries (`ckpt-<step>` names inside the directory, each
-        once; a WARNING for each other one), or None if there is no index or it
-        cannot be read; and the incomplete folders it records as warned about
-        (`{name: reason}`)."""
-        path = self._inside(INDEX_FILE)
-        if not tf.io.gfile.exists(path):
-            return None, {}
-        try:
-            with tf.io.gfile.GFile(path, "r") as handle:
-                data = json.loads(handle.read())
-            raw = data["checkpoints"]
-            if not isinstance(raw, list):
-                raise TypeError("`checkpoints` is not a list")
-        except (ValueError, KeyError, TypeError, OSError, tf.errors.OpError) as error:
-            logger.warning(
-                "StepCheckpoint: the index %s cannot be read (%s: %s); the "
-                "checkpoints on disk are used instead.",
-                path,
-                type(error).__name__,
-                error,
-            )
-            return None, {}
-        names: list[str] = []
-        for entry in raw:
-            name = entry.get("name") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not NAME_RE.match(name) or name in names:
-                logger.warning(
-                    "StepCheckpoint: ignoring the index entry %r of %s: entries must "
-                    "be `ckpt-<step>` folders inside the directory.",
-                    entry,
-                    path,
-                )
-                continue
-            names.append(name)
-        known = data.get("incomplete")
-        return names, known if isinstance(known, dict) else {}
-
-    def _folders(self) -> list[str]:
-        if not tf.io.gfile.isdir(self.directory):
-            return []
-        names = [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)]
-        return sorted(n for n in names if NAME_RE.match(n))
-
     def _view(self) -> _View:
         """The committed checkpoints, the index repaired from the folders on disk.
 
         The committed checkpoints are the complete folders (those the index does
         not list are adopted, with a note), oldest save first.
-
-        Returns:
-            `(entries, notes, changed, incomplete, warned)`: the checkpoints
-            oldest save first, what was repaired or is to be warned about (one
-            note each), whether the index must be rewritten, the incomplete
-            folders, and those of them already warned about.
         """
-        index, known = self._read_index()
-        complete, incomplete = self._scan_folders()
+        index, known = read_index(self._inside(INDEX_FILE))
+        complete, incomplete = scan_folders(self.directory)
         notes = [
             f"{name} is incomplete or damaged ({reason}): left as it is, not used"
             for name, reason in incomplete.items()
@@ -288,22 +240,6 @@ class CheckpointStore:
         entries = sorted(complete.values(), key=lambda info: (info.time, info.step))
         warned = {n: r for n, r in incomplete.items() if known.get(n) == r}
         return _View(entries, notes, changed, incomplete, warned)
-
-    def _scan_folders(self) -> tuple[dict[str, CheckpointInfo], dict[str, str]]:
-        """The `ckpt-<step>` folders: `({name: info} complete, {name: reason}
-        incomplete)`."""
-        complete: dict[str, CheckpointInfo] = {}
-        incomplete: dict[str, str] = {}
-        for name in self._folders():
-            path = self._inside(name)
-            reason = check_folder(path)
-            if reason is None:
-                saved = float(read_meta(path).get("time", 0.0))
-                step = int(NAME_RE.match(name).group(1))
-                complete[name] = CheckpointInfo(name, step, path, saved)
-            else:
-                incomplete[name] = reason
-        return complete, incomplete
 
     def entries(self) -> list[CheckpointInfo]:
         """The committed checkpoints, oldest save first (read only).
@@ -395,38 +331,25 @@ class CheckpointStore:
                     name.startswith(INDEX_FILE) and name.endswith(".tmp")
                 ):
                     tf.io.gfile.remove(self._inside(name))
-            for name in self._folders():
-                self._remove_if_empty(name)
+            for name in checkpoint_folders(self.directory):
+                # Empty (an older kerasteps's clean-up, killed midway): nothing lost.
+                path = self._inside(name)
+                if _atomic.is_local(path):
+                    with contextlib.suppress(OSError):  # removes an empty folder only
+                        os.rmdir(path)
+                        logger.info(
+                            "StepCheckpoint: removed the empty folder %s.", path
+                        )
             view = self._view()
             for note in view.notes:
                 logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
             if view.changed:
                 self._write_index(view.entries, view.incomplete)
 
-    def _remove_if_empty(self, name: str) -> None:
-        """Removes a `ckpt-<step>` folder that holds nothing (a clean-up by an older
-        kerasteps, killed midway, left it): no checkpoint is lost."""
-        path = self._inside(name)
-        if _atomic.is_local(path):
-            with contextlib.suppress(OSError):  # only ever removes an empty folder
-                os.rmdir(path)
-                logger.info("StepCheckpoint: removed the empty folder %s.", path)
-
     def _write_index(
         self, entries: list[CheckpointInfo], incomplete: dict[str, str]
     ) -> None:
-        latest = entries[-1] if entries else None
-        index = {
-            "format": FORMAT,
-            "latest": latest.name if latest else None,
-            "latest_step": latest.step if latest else None,
-            "checkpoints": [
-                {"name": e.name, "step": e.step, "time": e.time} for e in entries
-            ],
-            # Folders left as they are, already warned about: `{name: reason}`.
-            "incomplete": dict(sorted(incomplete.items())),
-        }
-        _atomic.write_text(self._inside(INDEX_FILE), json.dumps(index, indent=1))
+        write_index(self._inside(INDEX_FILE), entries, incomplete)
 
     # -- saving -----------------------------------------------------------------------
     def capture(
@@ -434,13 +357,14 @@ class CheckpointStore:
         model: keras.Model,
         extra_meta: dict | None = None,
         snapshot: _model_state.Snapshot | None = None,
+        counters: Counters | None = None,
     ) -> Capture:
         """Copies the model's state to host memory, with its step and counters.
 
         This is the part of a save that runs on the training thread. Nothing is
         written until `write(capture)` (see `_transfer.capture`).
         """
-        return _transfer.capture(model, extra_meta, snapshot)
+        return _transfer.capture(model, extra_meta, snapshot, counters)
 
     def write(self, capture: Capture) -> CheckpointInfo:
         """Writes a captured state as a checkpoint, atomically (any thread).
@@ -453,86 +377,74 @@ class CheckpointStore:
             return self._write(capture)
 
     def save(
-        self, model: keras.Model, extra_meta: dict | None = None
+        self,
+        model: keras.Model,
+        extra_meta: dict | None = None,
+        counters: Counters | None = None,
     ) -> CheckpointInfo:
         """Writes a checkpoint of the model's current state, atomically; blocking.
 
         A background save in flight (`save_async`) completes first.
 
+        Args:
+            model: The model.
+            extra_meta: More fields for `meta.json`.
+            counters: The step counters of the state as the run knows them,
+                `(global counter's name, {counter: value})`; default read from the
+                model.
+
         Raises:
             NonFiniteStateError: if a weight or optimizer variable holds a NaN or an
                 infinity (nothing is written).
         """
-        self.wait()
-        return self.write(self.capture(model, extra_meta, self._snapshot))
+        self.writer.wait()
+        return self.write(self.capture(model, extra_meta, self._snapshot, counters))
 
     def save_async(
         self,
         model: keras.Model,
         extra_meta: dict | None = None,
         done: Callable[[CheckpointInfo], None] | None = None,
+        counters: Counters | None = None,
     ) -> int:
         """Copies the state to host memory now and writes it on a background thread.
 
-        At most one save is in flight: this first waits for the previous one (and
-        raises its error, if it failed). A save refused because the state is not
-        finite is no error: it is logged at ERROR on the writer thread
-        (`StepCheckpoint: not saving step 7: ... The last finite checkpoint is
-        kept.`), and `wait` does not raise it. The host copy is kept in buffers
-        reused by every save: one extra copy of the state in memory. The writer
-        thread is not a daemon, so an interpreter that exits waits for the save to
-        complete; a process that is killed leaves a temporary folder that
-        `recover` removes. On Linux the writer thread runs at a lower CPU priority
-        (nice +10): it uses the cycles that training leaves idle.
+        At most one save is in flight (`writer`): this first waits for the
+        previous one (and raises its error, if it failed). A save refused because
+        the state is not finite is no error: it is logged at ERROR on the writer
+        thread (`StepCheckpoint: not saving step 7: ... The last finite checkpoint
+        is kept.`), and `writer.wait()` does not raise it. The host copy is kept in
+        buffers reused by every save: one extra copy of the state in memory. An
+        interpreter that exits waits for the save to complete; a process that is
+        killed leaves a temporary folder that `recover` removes.
 
         Args:
             model: The model.
             extra_meta: More fields for `meta.json`.
             done: Called with the `CheckpointInfo` on the writer thread when the
                 save committed.
+            counters: As for `save`.
 
         Returns:
             The global step of the captured state.
         """
-        self.wait()
-        capture = self.capture(model, extra_meta, self._snapshot)
+        self.writer.wait()
+        capture = self.capture(model, extra_meta, self._snapshot, counters)
 
         def write() -> None:
-            # At a lower CPU priority (Linux: nice +10), the write takes the cycles
-            # training leaves idle instead of competing with its threads.
-            with contextlib.suppress(AttributeError, OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:
                 info = self.write(capture)
-                if done is not None:
-                    done(info)
             except NonFiniteStateError as error:  # refused: not an error of the run
                 logger.error("%s The last finite checkpoint is kept.", error)
-            except BaseException as error:  # noqa: BLE001 - surfaced by `wait`
-                error.add_note(
-                    f"(while writing the checkpoint of step {capture.step} to "
-                    f"{self.directory} on the background thread)"
-                )
-                self._error = error
-                if self.on_error is not None:
-                    self.on_error(error)
+            else:
+                if done is not None:
+                    done(info)
 
-        # Not a daemon: an interpreter that exits waits for the save.
-        self._thread = threading.Thread(
-            target=write, name="kerasteps-checkpoint-writer", daemon=False
+        where = (
+            f"while writing the checkpoint of step {capture.step} to {self.directory}"
         )
-        self._thread.start()
+        self.writer.start(write, where)
         return capture.step
-
-    @property
-    def in_flight(self) -> bool:
-        """True while a background save is being written."""
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def failed(self) -> bool:
-        """True when a background save failed and `wait` has not raised it yet."""
-        return self._error is not None
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates the host buffers of the saves now (at a run's start).
@@ -546,34 +458,6 @@ class CheckpointStore:
         """
         if distribute.is_chief(model) or reads_in_lockstep(model):
             self._snapshot.prepare(model)
-
-    def join(self) -> None:
-        """Waits for the background save in flight, if any, and leaves its error
-        (if it failed) for `wait`, which the save's owner calls, to raise.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kerasteps.checkpoint.store import CheckpointStore
-        >>> CheckpointStore(tempfile.mkdtemp()).join()
-        """
-        if self._thread is not None:  # set and cleared on the owner's thread only
-            self._thread.join()
-
-    def wait(self) -> None:
-        """Waits for the background save in flight, if any; raises its error.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kerasteps.checkpoint.store import CheckpointStore
-        >>> CheckpointStore(tempfile.mkdtemp()).wait()
-        """
-        self.join()
-        self._thread = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
 
     def _write(self, capture: Capture) -> CheckpointInfo:
         step = capture.step

@@ -76,7 +76,7 @@ class FillTheDisk(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if batch + 1 != self.step:
             return
-        self.checkpoint.store.wait()  # the save before it committed
+        self.checkpoint.store.writer.wait()  # the save before it committed
         state = self.checkpoint.last_saved.state_file
         size = os.path.getsize(state)
         if self.how == "rlimit":

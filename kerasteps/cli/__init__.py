@@ -155,9 +155,7 @@ def run(recipe: str, recipe_args: tuple[str, ...]) -> None:
     # Standalone mode, as if the file were run as a script: the recipe's own usage
     # errors exit with status 2, `--help` exits with 0.
     command.main(
-        args=list(recipe_args),
-        prog_name=f"kerasteps run {recipe}",
-        help_option_names=["-h", "--help"],
+        args=list(recipe_args), prog_name=f"kerasteps run {recipe}", **_CONTEXT
     )
 
 
@@ -257,13 +255,12 @@ def board(
     except KeyboardInterrupt:
         code = 0
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        process.terminate()  # nothing if it has ended
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         signal.signal(signal.SIGTERM, previous)
     if code:
         click.echo(f"TensorBoard exited with status {code}.", err=True)
@@ -286,16 +283,14 @@ def _read(log_dir: str, tags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     if "tensorflow" not in sys.modules:
         _compat.use_tensorboard_stub()
 
-    if not event_files.find_runs(log_dir):
-        raise click.BadParameter(
-            f"no TensorBoard event files under {log_dir!r}.", param_hint="'LOG_DIR'"
-        )
     scalars = event_files.read_scalars(log_dir)
-    if not scalars:
-        raise click.BadParameter(
-            f"the event files under {log_dir!r} hold no scalar summaries.",
-            param_hint="'LOG_DIR'",
+    if not scalars:  # the folder is walked again only to say why
+        message = (
+            f"the event files under {log_dir!r} hold no scalar summaries."
+            if event_files.find_runs(log_dir)
+            else f"no TensorBoard event files under {log_dir!r}."
         )
+        raise click.BadParameter(message, param_hint="'LOG_DIR'")
     if tags:
         known = sorted({tag for run in scalars.values() for tag in run})
         unknown = [tag for tag in tags if tag not in known]
@@ -498,11 +493,9 @@ def summary(log_dir: str, tags: tuple[str, ...]) -> None:
     """
     from kerasteps.formatting import format_table
 
-    scalars = _read(log_dir, tags)
     rows = [_SUMMARY_HEADER]
-    for run, run_tags in scalars.items():
-        for tag, points in run_tags.items():
-            rows.append(_summary_row(run, tag, points))
+    for run, run_tags in _read(log_dir, tags).items():
+        rows.extend(_summary_row(run, tag, points) for tag, points in run_tags.items())
     click.echo(format_table(rows))
 
 

@@ -23,8 +23,7 @@ _PR_SET_PDEATHSIG = 1
 def _die_with(parent: int) -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # the watchdog still works
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
     def watch() -> None:  # its first look also covers a parent dead already
         while os.getppid() == parent:

@@ -71,6 +71,8 @@ _LEARNING_RATE_NAMES = frozenset({"learning_rate", "lr"})
 
 # Groups in figure order.
 _LOSS, _ACCURACY, _OTHER, _LEARNING_RATE, _TIMING, _COUNTER = range(6)
+# The groups a tag's words decide, the first that matches winning.
+_WORD_GROUPS = {_TIMING: _TIME_WORDS, _LOSS: _LOSS_WORDS, _ACCURACY: _ACCURACY_WORDS}
 
 
 def _natural(text: str) -> tuple:
@@ -89,20 +91,14 @@ def _order_key(tag: str) -> tuple:
     validation = last.startswith("val_")
     last = last.removeprefix("val_")
     base = re.sub(r"^(epoch|batch)_", "", last)
-    words = set(re.split(r"[^a-z0-9]+", base))
     top = folders[0] if folders else ""
     if top == "counters":
         group = _COUNTER
     elif base in _LEARNING_RATE_NAMES or top in _LEARNING_RATE_NAMES:
         group = _LEARNING_RATE
-    elif words & _TIME_WORDS:
-        group = _TIMING
-    elif words & _LOSS_WORDS:
-        group = _LOSS
-    elif words & _ACCURACY_WORDS:
-        group = _ACCURACY
     else:
-        group = _OTHER
+        words = set(re.split(r"[^a-z0-9]+", base))
+        group = next((g for g, kind in _WORD_GROUPS.items() if words & kind), _OTHER)
     first = 0 if group == _LOSS and base == "loss" else 1
     return group, first, _natural("/".join([*folders, last])), validation, tag
 
@@ -135,11 +131,7 @@ def _left_out_reason(scalars: Scalars, tag: str) -> str | None:
     run has two or more) or None: why the figure leaves `tag` out by default."""
     if _order_key(tag)[0] == _COUNTER:
         return "step counter"
-    runs = [
-        [point[1] for point in run_tags[tag]]
-        for run_tags in scalars.values()
-        if tag in run_tags
-    ]
+    runs = [[p[1] for p in run_tags.get(tag, ())] for run_tags in scalars.values()]
     constant = any(len(values) > 1 for values in runs) and all(
         math.isfinite(value) and value == values[0]
         for values in runs
@@ -167,11 +159,9 @@ def choose_tags(
     if tags:
         return list(dict.fromkeys(tags)), []
     every = order_tags({tag for run_tags in scalars.values() for tag in run_tags})
-    if show_all:
-        return every, []
     reasons = {tag: _left_out_reason(scalars, tag) for tag in every}
     drawn = [tag for tag, reason in reasons.items() if reason is None]
-    if not drawn:
+    if show_all or not drawn:  # leaving out every tag leaves out none
         return every, []
     return drawn, [(tag, reason) for tag, reason in reasons.items() if reason]
 
@@ -201,13 +191,10 @@ def left_out_line(
     """
     if not left_out:
         return ""
+    runs = (scalars or {}).values()
     reasons: dict[str, list[str]] = {}
     for tag, reason in left_out:
-        values = {
-            point[1]
-            for run_tags in (scalars or {}).values()
-            for point in run_tags.get(tag, ())
-        }
+        values = {p[1] for run_tags in runs for p in run_tags.get(tag, ())}
         if reason == "constant" and len(values) == 1:
             tag = f"{tag} = {values.pop():.6g}"
         reasons.setdefault(reason, []).append(tag)
@@ -259,10 +246,8 @@ def choose_xscale(scalars: Scalars, tags: Sequence[str], xscale: str = "auto") -
         )
     if xscale != "auto":
         return xscale
-    ends = run_ends(scalars, tags).values()
-    if len(ends) < 2:
-        return "linear"
-    return "log" if max(ends) > LOG_RATIO * max(min(ends), 1) else "linear"
+    ends = run_ends(scalars, tags).values()  # a single run is linear
+    return "log" if ends and max(ends) > LOG_RATIO * max(min(ends), 1) else "linear"
 
 
 def count(number: int, noun: str) -> str:
@@ -325,6 +310,7 @@ def make_figure(
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     runs = sorted(run_ends(scalars, tags), key=_natural)
     columns = min(2, len(tags))
@@ -337,7 +323,16 @@ def make_figure(
             rows, columns, index + 1, sharex=figure.axes[0] if index else None
         )
         _draw_runs(axes, scalars, runs, tag, handles)
-        _style_panel(axes, tag, xscale)
+        axes.set_title(tag)
+        if xscale == "log":
+            axes.set_xscale("symlog", linthresh=1, linscale=0.5)
+            axes.set_xlabel("global step (log)")
+        else:  # integer ticks
+            axes.xaxis.set_major_locator(
+                MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10])
+            )
+            axes.set_xlabel("global step")
+        axes.grid(True, alpha=0.3)
     # One legend above the panels naming the drawn runs, read row by row (Matplotlib
     # fills a legend column by column).
     named = [run for run in runs if run in handles]
@@ -369,9 +364,7 @@ def _draw_runs(
     axes.update_datalim([(step, 0.0) for step in steps], updatey=False)
     notes = []
     for color, run in enumerate(runs):
-        points = scalars[run].get(tag)
-        if not points:
-            continue
+        points = scalars[run].get(tag, ())
         finite = [point for point in points if math.isfinite(point[1])]
         note = non_finite_note([point[1] for point in points])
         if note:
@@ -397,19 +390,3 @@ def _draw_runs(
             ha="left", va="bottom", fontsize="small", color="0.3",
             bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
         )  # fmt: skip
-
-
-def _style_panel(axes: Axes, tag: str, xscale: str) -> None:
-    """Title, step axis (linear with integer ticks, or symmetric log) and grid."""
-    from matplotlib.ticker import MaxNLocator
-
-    axes.set_title(tag)
-    if xscale == "log":
-        axes.set_xscale("symlog", linthresh=1, linscale=0.5)
-        axes.set_xlabel("global step (log)")
-    else:
-        axes.xaxis.set_major_locator(
-            MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10])
-        )
-        axes.set_xlabel("global step")
-    axes.grid(True, alpha=0.3)

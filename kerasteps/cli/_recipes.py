@@ -56,12 +56,9 @@ def find_recipes(folder: str | os.PathLike | None = None) -> dict[str, Path]:
     >>> sorted(find_recipes())
     ['batch_vs_sgd', 'global_step', 'image_classifier', 'wgan', 'wgan_images']
     """
-    folder = Path(BUNDLED if folder is None else folder)
-    if not folder.is_dir():
-        return {}
-    return {
+    return {  # a missing folder globs nothing
         path.stem: path
-        for path in sorted(folder.glob("*.py"))
+        for path in sorted(Path(BUNDLED if folder is None else folder).glob("*.py"))
         if not path.name.startswith("_") and path.is_file()
     }
 
@@ -90,10 +87,8 @@ def recipe_description(path: str | os.PathLike) -> str:
         docstring = ast.get_docstring(ast.parse(source, filename=str(path)))
     except (OSError, SyntaxError, ValueError) as error:
         return f"(unreadable: {type(error).__name__}: {error})"
-    for line in (docstring or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return "(no description)"
+    lines = (docstring or "").strip().splitlines()
+    return lines[0].strip() if lines else "(no description)"
 
 
 def load_recipe(path: str | os.PathLike) -> click.Command:

@@ -104,8 +104,7 @@ def skip_consumed(
         step = steps_lib.micro_steps(step)
     if not is_int(step) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")
-    batches_per_step = check_int("batches_per_step", batches_per_step)
-    consumed = int(step) * batches_per_step
+    consumed = int(step) * check_int("batches_per_step", batches_per_step)
     if consumed == 0:
         return dataset
     cardinality = int(dataset.cardinality())
@@ -214,7 +213,6 @@ def _index_elements(
     once per pass (a stateless shuffle seeded per pass), one pass or forever."""
     # Shuffle indices once per pass and gather whole elements: much cheaper
     # than shuffling and batching example by example.
-    elements = n // size
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     seeds = seeds if repeat else seeds.take(1)
 
@@ -224,7 +222,7 @@ def _index_elements(
             order = tf.random.experimental.stateless_shuffle(
                 order, seed=tf.stack([pass_seed, tf.constant(0, tf.int64)])
             )
-        order = tf.reshape(order[: elements * size], (elements, size))
+        order = tf.reshape(order[: n // size * size], (-1, size))
         return tf.data.Dataset.from_tensor_slices(order)
 
     return seeds.flat_map(one_pass)

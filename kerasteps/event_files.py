@@ -45,17 +45,13 @@ Example:
 
 from __future__ import annotations
 
-import logging
 import os
-import stat
 from pathlib import Path
 
 from kerasteps._files._paths import in_pseudo_file_system, is_file_system_root
 from kerasteps._files._records import is_event_file, read_events
 
 __all__ = ["find_runs", "is_event_file", "read_scalars"]
-
-logger = logging.getLogger("kerasteps")
 
 _SCALARS_PLUGIN = "scalars"
 
@@ -104,22 +100,14 @@ def find_runs(log_dir: str | os.PathLike) -> dict[str, list[Path]]:
             continue
         seen.add(real)
         dirnames.sort()
-        files = [
+        files = [  # regular files (through links): no FIFO, device or socket
             Path(dirpath) / name
             for name in sorted(filenames)
-            if is_event_file(name) and _is_regular(os.path.join(dirpath, name))
+            if is_event_file(name) and os.path.isfile(os.path.join(dirpath, name))
         ]
         if files:
             runs[Path(dirpath).relative_to(root).as_posix()] = files
     return dict(sorted(runs.items()))
-
-
-def _is_regular(path: str) -> bool:
-    """A regular file (through links), not a FIFO, a device or a socket."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _scalar_value(value, plugins: dict[str, str]) -> float | None:
@@ -130,10 +118,9 @@ def _scalar_value(value, plugins: dict[str, str]) -> float | None:
     kind = value.WhichOneof("value")
     if kind == "simple_value":
         return float(value.simple_value)
-    metadata = value.metadata
-    if metadata.plugin_data.plugin_name:
-        plugins[value.tag] = metadata.plugin_data.plugin_name
-    elif metadata.data_class == summary_pb2.DATA_CLASS_SCALAR:
+    if value.metadata.plugin_data.plugin_name:
+        plugins[value.tag] = value.metadata.plugin_data.plugin_name
+    elif value.metadata.data_class == summary_pb2.DATA_CLASS_SCALAR:
         plugins[value.tag] = _SCALARS_PLUGIN
     if kind != "tensor" or plugins.get(value.tag) != _SCALARS_PLUGIN:
         return None
@@ -190,8 +177,8 @@ def read_scalars(
                         point += (float(event.wall_time),)
                     tags.setdefault(value.tag, []).append(point)
         if tags:
-            if sort:
-                for points in tags.values():
-                    points.sort(key=lambda point: point[0])
-            result[run] = dict(sorted(tags.items()))
+            result[run] = {
+                tag: sorted(points, key=lambda point: point[0]) if sort else points
+                for tag, points in sorted(tags.items())
+            }
     return result

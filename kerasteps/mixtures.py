@@ -42,8 +42,7 @@ def _sample(
 ) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     modes = rng.integers(len(centres), size=n)
-    noise = rng.standard_normal((n, centres.shape[1]))
-    x = centres[modes] + std * noise
+    x = centres[modes] + std * rng.standard_normal((n, centres.shape[1]))
     return x.astype(np.float32), centres.astype(np.float32)
 
 
@@ -121,8 +120,7 @@ def grid_of_gaussians(
     spacing = check_positive_number("spacing", spacing)
     std = check_positive_number("std", std)
     axis = (np.arange(side) - (side - 1) / 2.0) * spacing
-    gx, gy = np.meshgrid(axis, axis, indexing="ij")
-    centres = np.stack([gx.ravel(), gy.ravel()], axis=1)
+    centres = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
     return _sample(centres, n, std, seed)
 
 
@@ -157,10 +155,8 @@ def pacgan_mixture(
         raise ValueError(f"`name` must be 'ring' or 'grid', received {name!r}.")
     std = PACGAN_STD[name]
     if name == "ring":
-        x, centres = ring_of_gaussians(n, radius=1.0, std=std, seed=seed)
-    else:
-        x, centres = grid_of_gaussians(n, spacing=2.0, std=std, seed=seed)
-    return x, centres, std
+        return (*ring_of_gaussians(n, radius=1.0, std=std, seed=seed), std)
+    return (*grid_of_gaussians(n, spacing=2.0, std=std, seed=seed), std)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,9 +192,7 @@ class ModeCoverage:
         >>> ModeCoverage(8, 8, 1.0, 0.0, np.ones(8)).as_dict()["modes_captured"]
         8
         """
-        fields = dataclasses.asdict(self)
-        del fields["counts"]
-        return fields
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "counts"}
 
 
 def mode_coverage(
@@ -260,12 +254,10 @@ def mode_coverage(
     if n_hq == 0:
         return ModeCoverage(0, n_modes, high_quality, float("inf"), counts)
     p = counts / n_hq
-    modes_captured = int((p >= min_share).sum())
+    captured = int((p >= min_share).sum())
     nz = p > 0
     reverse_kl = float(np.sum(p[nz] * np.log((p[nz] + epsilon) * n_modes)))
-    return ModeCoverage(
-        modes_captured, n_modes, float(high_quality), max(reverse_kl, 0.0), counts
-    )
+    return ModeCoverage(captured, n_modes, high_quality, max(reverse_kl, 0.0), counts)
 
 
 def _as_samples_and_centres(

@@ -144,15 +144,9 @@ def optimizer_attributes(model: keras.Model) -> dict[str, Any]:
     return dict(by_id.values())
 
 
-#: Words of an optimizer attribute's name that say it trains a GAN's generator.
-_GENERATOR_WORDS = frozenset({"g", "gen", "generator"})
-
-
-def _generator_like(name: str) -> bool:
-    lower = name.lower()
-    return "generator" in lower or bool(
-        set(re.split(r"[^a-z0-9]+", lower)) & _GENERATOR_WORDS
-    )
+#: An optimizer attribute's lower-cased name that says it trains a GAN's generator:
+#: it holds `generator`, or a word (a run of letters and digits) `g` or `gen`.
+_GENERATOR_NAME = re.compile(r"generator|(?<![a-z0-9])g(?:en)?(?![a-z0-9])")
 
 
 def suggest_global_step(moves: Mapping[str, int]) -> str:
@@ -181,26 +175,22 @@ def suggest_global_step(moves: Mapping[str, int]) -> str:
     'actor_opt'
     """
     names = list(moves)
-    pool = [name for name in names if _generator_like(name)] or names
+    pool = [name for name in names if _GENERATOR_NAME.search(name.lower())] or names
     return min(pool, key=lambda name: (moves[name], names.index(name)))
-
-
-def _unnamed_config(optimizer: Any) -> dict[str, Any]:
-    return {**optimizer.get_config(), "name": None}
 
 
 @functools.cache
 def _default_rmsprop_config() -> dict[str, Any]:
-    return _unnamed_config(keras.optimizers.RMSprop())
+    return keras.optimizers.RMSprop().get_config()
 
 
 def _is_compile_default(optimizer: Any) -> bool:
     """Whether `optimizer` is what `compile()` sets when given none: an RMSprop
-    with Keras's default settings."""
-    return (
-        type(optimizer) is keras.optimizers.RMSprop
-        and _unnamed_config(optimizer) == _default_rmsprop_config()
-    )
+    with Keras's default settings (any name)."""
+    if type(optimizer) is not keras.optimizers.RMSprop:
+        return False
+    default = {**_default_rmsprop_config(), "name": optimizer.name}
+    return optimizer.get_config() == default
 
 
 def _own_train_step(model: keras.Model) -> bool:
@@ -241,10 +231,8 @@ def undeclared_optimizers(model: keras.Model) -> dict[str, Any]:
     if not is_plain(model) or not _own_train_step(model):
         return {}
     found = optimizer_attributes(model)
-    default = found.pop("optimizer", None)
-    if not found or default is None or not _is_compile_default(default):
-        return {}
-    return found
+    default = found.pop("optimizer", None)  # None when unset or also another's
+    return found if _is_compile_default(default) else {}
 
 
 def undeclared_restore_hint(model: keras.Model, saved_global: str | None) -> str:
@@ -268,14 +256,11 @@ def undeclared_restore_hint(model: keras.Model, saved_global: str | None) -> str
     if not is_plain(model):
         return ""
     others = optimizer_attributes(model)
-    default = others.pop("optimizer", None)
-    if not others or default is None:
+    if others.pop("optimizer", None) is None or not others:
         return ""  # model.optimizer is one of them (or none is set)
+    suggested = suggest_global_step(dict.fromkeys(others, 0))
+    suggestion = saved_global if saved_global in others else suggested
     iterations = {name: read_int(opt.iterations) for name, opt in others.items()}
-    if saved_global in others:
-        suggestion = saved_global
-    else:
-        suggestion = suggest_global_step(dict.fromkeys(others, 0))
     listed = ", ".join(f"`{k}` (iterations {v})" for k, v in iterations.items())
     return (
         " The model counts its steps with optimizers other than `model.optimizer`: "
@@ -342,9 +327,8 @@ def count_optimizer_steps(model: keras.Model, global_step: str) -> None:
 
 
 def _declared_optimizers(model: keras.Model) -> dict[str, Any]:
-    optimizers = {
-        name: getattr(model, name, None) for name in _DECLARED[model].counters
-    }
+    names = _DECLARED[model].counters
+    optimizers = {name: getattr(model, name, None) for name in names}
     for name, optimizer in optimizers.items():
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise ValueError(
@@ -439,10 +423,6 @@ def sync_trained_state(model: keras.Model) -> None:
         sync()
 
 
-#: `read_int`, under the name `callbacks._tracker` reads it by.
-_to_int = read_int
-
-
 def step_counters(model: keras.Model) -> dict[str, int]:
     """Returns the current value of every step counter of a model.
 
@@ -532,7 +512,7 @@ def _innermost(optimizer: Any) -> Any:
 
 
 def _batches_per_update(optimizer: Any) -> int:
-    """The gradient accumulation steps of an optimizer, or 1."""
+    """The gradient accumulation steps of an optimizer, or 1 (also for None)."""
     return int(getattr(_innermost(optimizer), "gradient_accumulation_steps", 0) or 1)
 
 
@@ -540,15 +520,12 @@ def global_optimizer(model: keras.Model) -> Any | None:
     """The optimizer whose `iterations` is the global step; None for protocol models."""
     if model in _DECLARED:
         return _declared_optimizers(model)[_DECLARED[model].global_name]
-    if _has_protocol(model):
-        return None
-    return getattr(model, "optimizer", None)
+    return None if _has_protocol(model) else getattr(model, "optimizer", None)
 
 
 def accumulation_steps(model: keras.Model) -> int:
     """Batches per global step: the global optimizer's gradient accumulation, or 1."""
-    optimizer = global_optimizer(model)
-    return 1 if optimizer is None else _batches_per_update(optimizer)
+    return _batches_per_update(global_optimizer(model))
 
 
 def micro_steps(model: keras.Model) -> int:
@@ -610,7 +587,6 @@ def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
         if isinstance(value, keras.Variable):
             return read_floats([value])[0]
     else:
-        if step is None:
-            step = read_int(inner.iterations)
+        step = read_int(inner.iterations) if step is None else step
         value = schedule(max(int(step) * _batches_per_update(inner) - 1, 0))
     return float(keras.ops.convert_to_numpy(value))

@@ -54,11 +54,10 @@ def event_files(run_dir: str) -> list[str]:
 def _new_file_path(run_dir: str) -> str:
     """A new event file name that sorts after every file already in `run_dir`."""
     host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+    tail = f"{host}.{os.getpid()}.kerasteps"
 
     def name(stamp: int, seq: int) -> str:
-        return (
-            f"events.out.tfevents.{stamp:010d}.{seq:04d}.{host}.{os.getpid()}.kerasteps"
-        )
+        return f"events.out.tfevents.{stamp:010d}.{seq:04d}.{tail}"
 
     with _SEQ_LOCK:
         last = max((os.path.basename(p) for p in event_files(run_dir)), default="")
@@ -107,19 +106,17 @@ class EventWriter:
                 return
             self._closed = True
             self._writer.close()
-            self._remember_steps()
-
-    def _remember_steps(self) -> None:
-        """Updates what this process knows of the directory's steps: the old
-        bound plus this file's steps, if no other file changed meanwhile."""
-        if self._bound_before is None:
-            return
-        sig = _logcache.signature(event_files(self.run_dir))
-        others = tuple(entry for entry in sig if entry[0] != self.path)
-        if others != self._sig_before:
-            _logcache.forget(self.run_dir)
-            return
-        _logcache.remember(self.run_dir, sig, max(self._bound_before, self.max_step))
+            if self._bound_before is None:
+                return
+            # What this process knows of the directory's steps: the old bound plus
+            # this file's steps, if no other file changed meanwhile.
+            sig = _logcache.signature(event_files(self.run_dir))
+            others = tuple(entry for entry in sig if entry[0] != self.path)
+            if others != self._sig_before:
+                _logcache.forget(self.run_dir)
+                return
+            bound = max(self._bound_before, self.max_step)
+            _logcache.remember(self.run_dir, sig, bound)
 
 
 def _first_record() -> bytes:
@@ -157,13 +154,11 @@ def histogram_value(tag: str, data, buckets: int = 30) -> summary_pb2.Summary.Va
     data = data[np.isfinite(data)]
     if data.size == 0:
         table = np.zeros((0, 3))
-    else:
-        low, high = float(data.min()), float(data.max())
-        if low == high:
-            table = np.array([[low - 0.5, low + 0.5, float(data.size)]])
-        else:
-            counts, edges = np.histogram(data, bins=buckets, range=(low, high))
-            table = np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], 1)
+    elif data.min() == data.max():  # one bucket around the single value
+        table = np.array([[data[0] - 0.5, data[0] + 0.5, float(data.size)]])
+    else:  # buckets over [min, max]
+        counts, edges = np.histogram(data, bins=buckets)
+        table = np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], 1)
     return _tensor_value(tag, histogram_metadata, table, np.float64)
 
 
@@ -183,9 +178,6 @@ def truncate_after(run_dir: str, step: int) -> int:
     """
     paths = event_files(run_dir)
     sig = _logcache.signature(paths)
-    if not paths:
-        _logcache.remember(run_dir, sig, 0)
-        return 0
     bound = _logcache.bound_if_unchanged(run_dir, sig)
     if bound is not None and bound <= step:
         return 0  # this process wrote the files last, and nothing after `step`

@@ -226,14 +226,12 @@ def aside_path(place: str, is_file: bool) -> str:
     >>> os.path.basename(aside_path(folder, False))
     'earlier-1'
     """
-    if is_file:
-        folder, name = os.path.split(place)
-        stem, suffix = os.path.splitext(name)
-        candidates = (
-            os.path.join(folder, f"{stem}.earlier-{n}{suffix}") for n in count(1)
-        )
-    else:
-        candidates = (os.path.join(place, f"earlier-{n}") for n in count(1))
+    if is_file:  # folder/stem.earlier-N.suffix
+        stem, suffix = os.path.splitext(place)
+        stem += "."
+    else:  # place/earlier-N
+        stem, suffix = os.path.join(place, ""), ""
+    candidates = (f"{stem}earlier-{n}{suffix}" for n in count(1))
     import tensorflow as tf  # remote file systems too, as the sinks write them
 
     return next(path for path in candidates if not tf.io.gfile.exists(path))

@@ -53,29 +53,27 @@ class RunCarry:
     ):
         self.windows = _windows.MetricWindows(model)
         self.start_step = start_step
+        carried = resume.windows if resume is not None else {}
         #: Per schedule, where a window that carries a partial one in begins: the
         #: partial window's state, negated (`window_between` adds it).
-        self._starts: dict[str, _windows.State] = {}
+        self._starts: dict[str, _windows.State] = {
+            schedule: {k: -np.asarray(v, dtype=np.float64) for k, v in w.items()}
+            for schedule, w in carried.items()
+        }
         # The examples per batch of the checkpoint resumed from, and its path, until
         # the run's first batch checks them (`check_examples`).
         self._expected: tuple[int, str] | None = None
-        carried_id, links = None, {}
-        if resume is not None:
-            self._starts = {
-                schedule: {k: -np.asarray(v, dtype=np.float64) for k, v in w.items()}
-                for schedule, w in resume.windows.items()
-            }
-            carried_id, links = resume.run_id, resume.links
-            if resume.examples_per_step is not None:
-                self._expected = (resume.examples_per_step, resume.source)
-        if carried_id is None and previous is not None:
-            carried_id, links = previous.run_id, previous.links
+        if resume is not None and resume.examples_per_step is not None:
+            self._expected = (resume.examples_per_step, resume.source)
+        # The run id and links come from the checkpoint, else the previous `fit()`.
+        known = resume if resume is not None and resume.run_id is not None else previous
+        carried_id = known.run_id if known is not None else None
         #: The id of the run this `fit()` continues (see `kerasteps.callbacks._sinks`):
         #: carried by the checkpoint it resumes from or the model's previous `fit()`
         #: (also one that raised), else new.
         self.run_id = carried_id or _sinks.new_run_id()
         #: What the run is known as elsewhere (`StepRun.links`), carried with its id.
-        self.links: dict[str, str] = dict(links) if carried_id else {}
+        self.links: dict[str, str] = dict(known.links) if carried_id else {}
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or start_step == 0
@@ -131,11 +129,10 @@ class RunCarry:
     ) -> Values:
         """The training values of a step for a callback, reduced as it asks."""
         logs = scalar_items({k: v for k, v in record.logs.items() if k not in counters})
-        callback = member.callback
-        if callback.reduce == "epoch" or not logs:
+        if member.callback.reduce == "epoch" or not logs:
             return logs, frozenset()
         state = self.windows.cumulative(record.step, record.logs)
-        if callback.reduce == "mean":
+        if member.callback.reduce == "mean":
             start = member.window_start
             member.window_start = state
             member.window_step = record.step
@@ -148,13 +145,11 @@ class RunCarry:
     def snapshot_for_last(self, step: int, horizon: int) -> None:
         """Keeps the state where a `reduce="last"` callback's next step will begin
         (`horizon`: the steps one batch end may move)."""
-        for callback in self.last_readers:
-            every = callback.every
-            if every.last or every.crossed(step, step + horizon):
-                self._snapshots[step] = self.windows.cumulative(step)
-                for old in sorted(self._snapshots)[:-3]:
-                    del self._snapshots[old]
-                return
+        schedules = [callback.every for callback in self.last_readers]
+        if any(s.last or s.crossed(step, step + horizon) for s in schedules):
+            self._snapshots[step] = self.windows.cumulative(step)
+            for old in sorted(self._snapshots)[:-3]:
+                del self._snapshots[old]
 
     def resume_state(
         self, members: list[Member], step: int, examples_per_step: int | None = None

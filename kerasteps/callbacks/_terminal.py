@@ -146,7 +146,6 @@ class LiveLine:
         self._lock = threading.RLock()
         #: The live line as last drawn (control sequences included).
         self.text = ""
-        self._width = 0  # its width on screen, in columns
         self._shown = False  # on screen, the cursor at its end
         self._partial = False  # a log write without its newline came last
         #: True after `close()`, or once a log line found the owner's run over.
@@ -198,14 +197,12 @@ class LiveLine:
             for handler, wrapper in self._wrapped:
                 if handler.stream is wrapper:
                     handler.stream = wrapper.stream
-            self._wrapped = []
             if self._last_resort is not None:
                 original, ours = self._last_resort
                 if logging.lastResort is ours:
                     logging.lastResort = original
-                self._last_resort = None
             self._alive = None  # what it holds (the owner's run) may go
-            if (self._shown and self.text) or self._partial:
+            if self._shown or self._partial:
                 self._write("\n")
             self._shown = self._partial = False
 
@@ -230,13 +227,13 @@ class LiveLine:
             columns = 0  # unknown
         # A line as wide as the terminal or wider wraps. The rows are counted at the
         # current width: terminals that reflow lines when resized show it that way.
-        rows_above = (self._width - 1) // columns if self._shown and columns else 0
-        return "\r" + (f"\x1b[{rows_above}A" if rows_above > 0 else "")
+        above = (_width(self.text) - 1) // columns if self._shown and columns else 0
+        return "\r" + (f"\x1b[{above}A" if above > 0 else "")  # up to its first row
 
     def _write_whole_lines(self, captured: str) -> None:
         """Off a terminal: each line as it would end up on screen, with a newline."""
         rows = (_overwrite("", written) for written in captured.split("\n"))
-        lines = [_CONTROL.sub("", row).rstrip() for row in rows]
+        lines = (_CONTROL.sub("", row).rstrip() for row in rows)
         text = "".join(f"{line}\n" for line in lines if line)
         if text:
             self._write(text)  # one write: a pipe keeps it whole
@@ -245,17 +242,13 @@ class LiveLine:
         if not captured:
             return
         *finished, live = captured.split("\n")
-        out = [self._home(), _ERASE]
-        line = self.text
+        out = self._home() + _ERASE
         for written in finished:
-            out.append(_overwrite(line, written) + "\n")
-            line = ""
-        line = _overwrite(line, live)
-        out.append(line)
-        self._write("".join(out))
-        self.text = line
-        self._width = _width(line)
-        self._shown = bool(line)
+            out += _overwrite(self.text, written) + "\n"
+            self.text = ""
+        self.text = _overwrite(self.text, live)
+        self._write(out + self.text)
+        self._shown = bool(self.text)
 
     # -- log lines ----------------------------------------------------------------
     def _write_above(self, stream: TextIO, text: str) -> int:
@@ -282,11 +275,9 @@ class LiveLine:
         """Sends the handlers that write to this terminal through `_AboveLine`."""
         self._scanned = time.monotonic()
         for handler in _stream_handlers():
+            self._close_older(handler)
             stream = getattr(handler, "stream", None)
-            if isinstance(stream, _AboveLine) and stream.line is not self:
-                stream.line.close()  # an older line (its run raised): this one is on
-                stream = handler.stream
-            if isinstance(stream, _AboveLine) or not self._on_terminal(stream):
+            if not self._on_terminal(stream):
                 continue  # drawn through this line already, or another terminal
             wrapper = _AboveLine(stream, self)
             try:
@@ -297,8 +288,17 @@ class LiveLine:
             self._wrapped.append((handler, wrapper))
         self._wrap_last_resort()
 
+    def _close_older(self, handler: logging.Handler | None) -> None:
+        """Closes an older line (its run raised) that `handler` writes through: this
+        one is on."""
+        stream = getattr(handler, "stream", None)
+        if isinstance(stream, _AboveLine) and stream.line is not self:
+            stream.line.close()
+
     def _on_terminal(self, stream: TextIO) -> bool:
-        """Whether `stream` writes to this line's terminal."""
+        """Whether `stream` writes to this line's terminal, not through a line."""
+        if isinstance(stream, _AboveLine):
+            return False
         stat = _terminal_stat(stream)
         return stat is not None and os.path.samestat(stat, self._stat)
 
@@ -311,14 +311,9 @@ class LiveLine:
         """
         if self._last_resort is not None:
             return
+        self._close_older(logging.lastResort)  # an older line's stand-in
         original = logging.lastResort
-        stream = getattr(original, "stream", None)
-        if isinstance(stream, _AboveLine) and stream.line is not self:
-            stream.line.close()  # an older line's stand-in
-            original = logging.lastResort
-        if not isinstance(original, logging.StreamHandler) or isinstance(
-            original.stream, _AboveLine
-        ):
+        if not isinstance(original, logging.StreamHandler):
             return
         if not self._on_terminal(original.stream):
             return

@@ -102,7 +102,6 @@ class MetricWindows:
         self.model = model
         self._metrics: dict[str, Any] | None = None  # key -> Mean metric
         self._reader: ScalarReader | None = None
-        self._plain: dict[str, bool] = {}  # key -> result is total / count
         self._closed: State = {}
         self._open = False
         self._cache: tuple[int, State] | None = None
@@ -125,22 +124,17 @@ class MetricWindows:
                 for name, sub in zip(names, subs, strict=True):
                     if _is_mean(sub):
                         found.setdefault(name, sub)
-        self._plain = {
-            key: type(m).result is keras.metrics.Mean.result for key, m in found.items()
-        }
         return found
 
     def _read_open_epoch(self) -> State:
         steps_lib.sync_trained_state(self.model)
         if self._metrics is None:
             self._metrics = self._discover()
-        keys = list(self._metrics)
-        if self._reader is None or len(self._reader.variables) != 2 * len(keys):
-            self._reader = ScalarReader(
-                [v for key in keys for v in self._metrics[key].variables]
-            )
+        variables = [v for metric in self._metrics.values() for v in metric.variables]
+        if self._reader is None or len(self._reader.variables) != len(variables):
+            self._reader = ScalarReader(variables)
         pairs = np.array(self._reader(), dtype=np.float64).reshape(-1, 2)
-        return dict(zip(keys, pairs, strict=True))
+        return dict(zip(self._metrics, pairs, strict=True))
 
     def invalidate(self) -> None:
         """A new batch ended: the state read before is old."""
@@ -165,14 +159,13 @@ class MetricWindows:
         """The run's cumulative state at `step` (read once per step)."""
         if self._cache is not None and self._cache[0] == step:
             return self._cache[1]
+        state = self._closed
         if self._open:
             epoch = self._read_open_epoch()
             if logs:
                 self._verify(epoch, logs)
                 epoch = {k: v for k, v in epoch.items() if k in self._metrics}
-            state = _add(self._closed, epoch)
-        else:
-            state = dict(self._closed)
+            state = _add(state, epoch)
         self._cache = (step, state)
         return state
 
@@ -192,10 +185,10 @@ class MetricWindows:
             expected = self.result(key, epoch[key])
             if expected is None:
                 same = logged == 0.0  # Keras's result for no examples
+            elif math.isnan(expected):
+                same = math.isnan(logged)
             else:
-                both_nan = math.isnan(expected) and math.isnan(logged)
-                close = math.isclose(logged, expected, rel_tol=1e-5, abs_tol=1e-7)
-                same = both_nan or close
+                same = math.isclose(logged, expected, rel_tol=1e-5, abs_tol=1e-7)
             if not same:
                 logger.debug(
                     "kerasteps: %r in the logs (%r) is not the running mean of the "
@@ -211,9 +204,9 @@ class MetricWindows:
         total, count = float(window[0]), float(window[1])
         if count <= 0.0:
             return None
-        if self._plain.get(key, True):
-            return total / count
         metric = self._metrics[key]
+        if type(metric).result is keras.metrics.Mean.result:
+            return total / count
         dtype = metric.variables[0].dtype
         value = metric.stateless_result(
             [keras.ops.convert_to_tensor(x, dtype=dtype) for x in (total, count)]

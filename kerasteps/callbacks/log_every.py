@@ -166,7 +166,6 @@ class LogEvery(StepCallback):
             raise TypeError(f"`level` must be a logging level int, received {level!r}.")
         self.fmt = fmt
         self._fields = _fields(fmt) if isinstance(fmt, str) else []
-        self._checked = False
         self.precision = check_int("precision", precision, 0, wrong_type=ValueError)
         self.level = level
         self.logger = (
@@ -210,17 +209,16 @@ class LogEvery(StepCallback):
     def _check_fields(self, event: StepEvent, values: dict[str, Any]) -> None:
         """At the first line: every field must be a name that the run can log."""
         self._checked = True
-        run = event.run
         unknown = [
             name
             for name in self._fields
             if name not in _ALWAYS
             and name not in values
             and not name.startswith("val_")
-            and not run.may_provide(name)
+            and not event.run.may_provide(name)
         ]
         if unknown:
-            run.abort()
+            event.run.abort()
             raise ValueError(
                 f"LogEvery: `fmt` {self.fmt!r} names {unknown[0]!r}, which this run "
                 f"does not log. Names it logs: {', '.join(sorted(values))}; and "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -139,11 +140,8 @@ class StepProgressBar(StepCallback):
         self.progbar: keras.utils.Progbar | None = None
         #: The global step the bar shows (after the run: the final step).
         self.count: int | None = None
-        self._values: list[tuple[str, float]] = []
-        self._refreshed: float | None = None
         self._lock = threading.Lock()
         self._line: LiveLine | None = None
-        self._next_line: int | None = None  # off a terminal: the next line's step
 
     def on_run_begin(self, start_step: int) -> None:
         if self._line is not None:
@@ -156,13 +154,13 @@ class StepProgressBar(StepCallback):
             unit_name="step",
         )
         self.count = start_step
-        self._values = []
-        self._refreshed = None
+        self._values: list[tuple[str, float]] = []
+        self._refreshed = -float("inf")
         self._draw = False
         self._line = self._open_line()
         if self._line.whole_lines:
             self.progbar.interval = 0  # the lines below decide when to draw
-        self._next_line = start_step + 1
+        self._next_line = start_step + 1  # off a terminal: the next line's step
 
     def _open_line(self) -> LiveLine:
         """The bar's line on `sys.stdout`, drawn in place where the bar redraws one
@@ -173,11 +171,8 @@ class StepProgressBar(StepCallback):
         unless interactive logging is off (then to `absl.logging`). `LiveLine` adds its
         own condition: stdout is a terminal.
         """
-        in_place = (
-            self.progbar.verbose == 1
-            and _compat.progbar_redraws_in_place(self.progbar)
-            and keras.config.is_interactive_logging_enabled()
-        )
+        interactive = keras.config.is_interactive_logging_enabled()
+        in_place = interactive and _compat.progbar_redraws_in_place(self.progbar)
         return LiveLine(sys.stdout, enabled=in_place, alive=_run_alive(self.run))
 
     def _line_due(self, step: int) -> bool:
@@ -191,10 +186,8 @@ class StepProgressBar(StepCallback):
             return True
         if step < self._next_line or step >= self.total_steps:
             return False  # the final line comes at the run's end
-        if not self.progbar.started:
-            self._next_line = step + 1  # the first line at the next update
-            return True
-        tenth = -(-self.total_steps // 10)
+        # Before the bar's clock starts (nothing drawn), the first line is the next.
+        tenth = -(-self.total_steps // 10) if self.progbar.started else 1
         self._next_line = (step // tenth + 1) * tenth
         return True
 
@@ -204,11 +197,8 @@ class StepProgressBar(StepCallback):
         with self._lock:
             self._draw = self._line_due(step)
             now = time.monotonic()
-            refresh = self._draw and (
-                self._refreshed is None
-                or now - self._refreshed >= self.interval
-                or self._line.whole_lines
-            )
+            due = now - self._refreshed >= self.interval or self._line.whole_lines
+            refresh = self._draw and due
             if refresh:
                 self._refreshed = now
             return refresh
@@ -219,25 +209,16 @@ class StepProgressBar(StepCallback):
                 self._draw = self._line_due(event.step)
             # The training values since the last refresh when they were due
             # (`wants_values`), else a provider's at this step only.
-            fresh = event.values()
-            if fresh:
-                shown = dict(self._values)
-                shown.update(fresh)
-                if self.keys is not None:
-                    shown = {k: shown[k] for k in self.keys if k in shown}
-                self._values = list(shown.items())
+            shown = {**dict(self._values), **event.values()}
+            if self.keys is not None:
+                shown = {k: shown[k] for k in self.keys if k in shown}
+            self._values = list(shown.items())
             self.count = event.step
             if self._draw:
                 with self._line.drawing():
                     self.progbar.update(event.step, self._values, finalize=False)
 
     def on_run_end(self, final_step: int) -> None:
-        with self._lock:
-            if self.progbar is None:
-                return
+        with self._lock, contextlib.closing(self._line), self._line.drawing():
             self.count = final_step
-            try:
-                with self._line.drawing():
-                    self.progbar.update(final_step, self._values, finalize=True)
-            finally:
-                self._line.close()
+            self.progbar.update(final_step, self._values, finalize=True)

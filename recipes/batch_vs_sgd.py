@@ -36,7 +36,7 @@ one mode with kerasteps callbacks, and the results. `main`, at the end, is the
 outline.
 """
 
-import functools
+import logging
 import math
 import os
 import sys
@@ -83,20 +83,23 @@ def make_spectra(examples, n_fft, seed):
     return x.astype("float32"), y.astype("float32")
 
 
+def bad_data(message):
+    """The usage error for a `--data` that cannot be trained on."""
+    return click.BadParameter(message, param_hint="'--data'")
+
+
 def load_pairs(path):
     """Returns `(x, y)` from an .npz file with arrays `x` and `y`; checks them."""
     x, y = recipe.load_arrays(path, ("x", "y"))
     if x.ndim != 2 or x.shape != y.shape or len(x) < 2:
-        raise click.BadParameter(
+        raise bad_data(
             f"x and y must have the same shape (examples >= 2, n_fft), received "
-            f"{x.shape} and {y.shape}.",
-            param_hint="'--data'",
+            f"{x.shape} and {y.shape}."
         )
     if y.min() < 0.0 or y.max() > 1.0:
-        raise click.BadParameter(
+        raise bad_data(
             f"y must lie in [0, 1], the range of the sigmoid output, received "
-            f"[{y.min():g}, {y.max():g}]; scale it first.",
-            param_hint="'--data'",
+            f"[{y.min():g}, {y.max():g}]; scale it first."
         )
     return x, y
 
@@ -119,11 +122,7 @@ def build_model(n_fft, lr, seed):
 
     keras.utils.set_random_seed(seed)  # the same initial weights for every mode
     model = build_mlp(
-        n_fft,
-        widths=(n_fft, n_fft),
-        output_dim=n_fft,
-        activation="sigmoid",
-        output_activation="sigmoid",
+        n_fft, (n_fft, n_fft), n_fft, activation="sigmoid", output_activation="sigmoid"
     )
     model.compile(keras.optimizers.SGD(lr), "mse")
     return model
@@ -133,8 +132,7 @@ def full_data_mse(model, x, y):
     """The mean squared error of the network on all examples."""
     import keras
 
-    error = keras.ops.stop_gradient(model(x, training=False)) - y
-    return float(keras.ops.mean(keras.ops.square(error)))
+    return float(keras.ops.mean(keras.ops.square(model(x, training=False) - y)))
 
 
 # -- Four ways through the same data --------------------------------------------------
@@ -221,8 +219,9 @@ def pipeline(x, y, batch_size, seed, start):
 # A resumed mode's clock goes on from the time logged at its checkpoint's step.
 
 
-def train_mode(mode, resume, x, y, options, initial_mse):
-    """Trains one mode; returns its `StepCheckpoint`, or None when already done."""
+def train_mode(mode, resume, x, y, lr, seed, limit, initial_mse):
+    """Trains one mode with SGD at `lr`, at most `limit` updates per compiled call
+    (0: no limit); returns its `StepCheckpoint`, or None when already done."""
     from kerasteps.callbacks import (
         JSONLinesLogger,
         StepCheckpoint,
@@ -230,14 +229,13 @@ def train_mode(mode, resume, x, y, options, initial_mse):
         StepTensorBoard,
         StopAtStep,
     )
-    from kerasteps.recipe import ProvideEvery, TrainingClock
 
-    model = build_model(x.shape[1], options["lr"], options["seed"])
+    model = build_model(x.shape[1], lr, seed)
     checkpoints = os.path.join(mode.folder, "checkpoints")
     start = (
         recipe.resume_from_checkpoint(model, checkpoints, mode.name) if resume else 0
     )
-    calls = calls_per_execution(mode, start, options["steps_per_execution"])
+    calls = calls_per_execution(mode, start, limit)
     model.steps_per_execution = calls
     click.echo(
         f"{mode.name}: batch {mode.batch_size}, {mode.per_epoch} update(s) per "
@@ -251,9 +249,8 @@ def train_mode(mode, resume, x, y, options, initial_mse):
         return None
     # Each fit() gets a pipeline of its own: a shuffle's order depends on how many
     # times its dataset was iterated (exact resume).
-    batches = functools.partial(pipeline, x, y, mode.batch_size, options["seed"], start)
-    recipe.warm_up(model, batches(), calls)
-    clock = TrainingClock.resume(mode.folder, start)
+    recipe.warm_up(model, pipeline(x, y, mode.batch_size, seed, start), calls)
+    clock = recipe.TrainingClock.resume(mode.folder, start)
     every = Every(mode.period, last=True)
     sinks = [
         StepTensorBoard(mode.folder, every=every),
@@ -264,17 +261,13 @@ def train_mode(mode, resume, x, y, options, initial_mse):
         sink.log_point(0, {"full_data_mse": initial_mse, "train_seconds": 0.0})
 
     def point(model):  # one point of the mode's curve
-        return {
-            "full_data_mse": full_data_mse(model, x, y),
-            "train_seconds": clock.seconds,
-        }
+        mse = full_data_mse(model, x, y)
+        return {"full_data_mse": mse, "train_seconds": clock.seconds}
 
-    checkpoint = StepCheckpoint(
-        checkpoints, every=Every(mode.per_epoch, last=True), keep=2
-    )
+    checkpoint = StepCheckpoint(checkpoints, Every(mode.per_epoch, last=True), keep=2)
     callbacks = [
         clock,  # first: a call's end is timed before the others act
-        ProvideEvery(every, point),
+        recipe.ProvideEvery(every, point),
         *sinks,
         checkpoint,
         StopAtStep(mode.target),
@@ -282,7 +275,7 @@ def train_mode(mode, resume, x, y, options, initial_mse):
     if sys.stdout.isatty():  # one bar below the lines, on a terminal
         callbacks.append(StepProgressBar(mode.target, keys=["loss", "full_data_mse"]))
     model.fit(
-        batches(),
+        pipeline(x, y, mode.batch_size, seed, start),
         epochs=math.ceil((mode.target - start) / mode.per_epoch),
         steps_per_epoch=mode.per_epoch,
         verbose=0,
@@ -302,54 +295,28 @@ def train_mode(mode, resume, x, y, options, initial_mse):
 # initial network's point at step 0 (dotted up to its first logged point).
 
 
-def read_rows(folder, examples):
-    """Reads each mode's curve back from its event files."""
-    from kerasteps import event_files
-
-    rows = []
-    for name in MODES:
-        mode = plan_mode(name, folder, examples, epochs=1, log_every=1)
-        if not os.path.isdir(mode.folder):
-            continue
-        train = event_files.read_scalars(mode.folder).get("train", {})
-        mse = dict(train.get("full_data_mse", []))
-        seconds = dict(train.get("train_seconds", []))
-        steps = sorted(set(mse) & set(seconds))
-        if steps:
-            epochs = [step / mode.per_epoch for step in steps]
-            mse, seconds = [mse[s] for s in steps], [seconds[s] for s in steps]
-            rows.append((mode, steps, epochs, mse, seconds))
-    return rows
-
-
 def print_table(rows, examples):
     """Prints one line per mode, and how many more updates per-example SGD makes."""
-    lines = [
-        ("mode", "batch", "updates/epoch", "epochs", "updates", "final MSE")
-        + ("train s", "examples/s")
-    ]
+    header = ("mode", "batch", "updates/epoch", "epochs", "updates", "final MSE")
+    lines = [header + ("train s", "examples/s")]
     for mode, steps, epochs, mse, seconds in rows:
         speed = epochs[-1] * examples / seconds[-1] if seconds[-1] > 0 else math.inf
         lines.append(
-            (mode.name, str(mode.batch_size), str(mode.per_epoch), f"{epochs[-1]:.4g}")
-            + (str(steps[-1]), format_value(mse[-1]))
-            + (format_value(seconds[-1], precision=3), format_value(speed, name=SPEED))
+            (mode.name, mode.batch_size, mode.per_epoch, f"{epochs[-1]:.4g}", steps[-1])
+            + (mse[-1], format_value(seconds[-1], precision=3))
+            + (format_value(speed, name="examples_per_second"),)  # a throughput
         )
     click.echo("\n" + format_table(lines))
-    per_epoch = {mode.name: mode.per_epoch for mode, *_ in rows}
-    if "sgd" in per_epoch and "full_batch" in per_epoch:
+    # Batch 1 makes one update per example, all examples at once a single one.
+    if {"sgd", "full_batch"} <= {mode.name for mode, *_ in rows}:
         click.echo(
-            f"\nPer-example SGD makes {per_epoch['sgd'] // per_epoch['full_batch']}x "
-            f"the updates per epoch of full-batch gradient descent (one per example, "
-            f"{examples} examples)."
+            f"\nPer-example SGD makes {examples}x the updates per epoch of full-batch "
+            f"gradient descent (one per example, {examples} examples)."
         )
     click.echo(
         "train s: time inside the compiled training calls (no compilation, "
         "evaluation or logging).\n"
     )
-
-
-SPEED = "examples_per_second"  # formatted as a throughput: 4 significant digits
 
 
 def plot_curves(rows, path, title):
@@ -358,13 +325,10 @@ def plot_curves(rows, path, title):
     The update and time axes are logarithmic above a small threshold and linear
     below it, so that 0 shows.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(13, 4), dpi=80, layout="constrained")
-    FigureCanvasAgg(figure)
-    panels = figure.subplots(1, 3, sharey=True)
-    by_epoch, by_update, by_time = panels
+    panels = by_epoch, by_update, by_time = figure.subplots(1, 3, sharey=True)
     for color, (mode, steps, epochs, mse, seconds) in enumerate(rows):
         for axes, xs in zip(panels, (epochs, steps, seconds), strict=True):
             draw_curve(axes, xs, mse, f"C{color}")
@@ -403,8 +367,22 @@ def draw_curve(axes, xs, mse, color):
 
 
 def report(folder, examples, png, title):
-    """Prints the table, writes the plot, and says where everything is."""
-    rows = read_rows(folder, examples)
+    """Reads each mode's curve back from its event files, prints the table, writes
+    the plot, and says where everything is."""
+    from kerasteps import event_files
+
+    scalars = event_files.read_scalars(folder)
+    rows = []  # (mode, steps, epochs, mse, seconds) of each mode that has a curve
+    for name in MODES:
+        mode = plan_mode(name, folder, examples, epochs=1, log_every=1)
+        train = scalars.get(f"{name}/train", {})
+        mse = dict(train.get("full_data_mse", []))
+        seconds = dict(train.get("train_seconds", []))
+        steps = sorted(set(mse) & set(seconds))
+        if steps:
+            epochs = [step / mode.per_epoch for step in steps]
+            mse, seconds = [mse[s] for s in steps], [seconds[s] for s in steps]
+            rows.append((mode, steps, epochs, mse, seconds))
     print_table(rows, examples)
     if rows:
         plot_curves(rows, png, title)
@@ -472,17 +450,7 @@ def report(folder, examples, png, title):
     help="Where to write the plot.  [default: LOG_DIR/run-N/batch_vs_sgd.png]",
 )
 def main(
-    log_every,
-    log_dir,
-    seed,
-    resume,
-    epochs,
-    examples,
-    n_fft,
-    data,
-    lr,
-    steps_per_execution,
-    png,
+    log_every, log_dir, seed, resume, epochs, data, lr, steps_per_execution, png, **size
 ):
     """Full-batch gradient descent vs per-example SGD vs mini-batches, measured.
 
@@ -499,11 +467,9 @@ def main(
     with the same --examples, --n-fft, --data, --lr and --seed, so that a run with
     more --epochs extends the curves.
     """
-    import logging
-
     recipe.log_to_console(logging.WARNING)
-    if data is None:
-        x, y = make_spectra(examples, n_fft, seed)
+    if data is None:  # size: --examples and --n-fft, of the generated spectra
+        x, y = make_spectra(seed=seed, **size)
     else:
         x, y = load_pairs(data)
         data = os.path.abspath(data)
@@ -517,10 +483,11 @@ def main(
         f"{examples} {kind} pairs of {n_fft} points; MSE of the initial network "
         f"(the same in every mode): {format_value(initial_mse)}"
     )
-    options = dict(lr=lr, seed=seed, steps_per_execution=steps_per_execution)
     for name in MODES:
         mode = plan_mode(name, run.folder, examples, epochs, log_every)
-        checkpoint = train_mode(mode, run.resumed, x, y, options, initial_mse)
+        checkpoint = train_mode(
+            mode, run.resumed, x, y, lr, seed, steps_per_execution, initial_mse
+        )
         if checkpoint is not None and checkpoint.interrupted:
             break  # stopped by a signal: report what was trained, then exit
     png = png or os.path.join(run.folder, "batch_vs_sgd.png")

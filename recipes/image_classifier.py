@@ -268,16 +268,8 @@ def step_callbacks(
         run.stop,
     ]
     if sys.stdout.isatty():  # one bar below the lines, on a terminal
-        bar = StepProgressBar(run.stop.max_steps, keys=["loss", "val_loss"])
-        callbacks.append(bar)
+        callbacks.append(StepProgressBar(run.stop.max_steps, keys=["loss", "val_loss"]))
     return callbacks
-
-
-def batches_from(train: tf.data.Dataset, start: int) -> tf.data.Dataset:
-    """The training batches, repeated, without those of the steps before `start`."""
-    from kerasteps.data import skip_consumed
-
-    return skip_consumed(train.repeat(), start)
 
 
 # ======================================================================================
@@ -389,6 +381,8 @@ def main(
     """
     import keras
 
+    from kerasteps.data import skip_consumed
+
     recipe.log_to_console(logging.INFO)
     keras.utils.set_random_seed(seed)
     train, validation, class_names = load_data(
@@ -400,7 +394,7 @@ def main(
     if run.stop is None:
         return
     model.fit(
-        batches_from(train, run.start),
+        skip_consumed(train.repeat(), run.start),  # less the batches of earlier steps
         steps_per_epoch=log_every,  # one Keras epoch per logging period
         epochs=math.ceil((steps - run.start) / log_every),
         verbose=0,

@@ -57,6 +57,7 @@ from kerasteps.formatting import format_value
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
     import numpy as np
+    import tensorflow as tf
     from matplotlib.figure import Figure
 
     from kerasteps.models import WGAN
@@ -288,29 +289,17 @@ def step_callbacks(run: recipe.Run, data: Data, log_every: int, seed: int) -> li
     return callbacks
 
 
-def train(
-    model: WGAN,
-    x: np.ndarray,
-    settings: Settings,
-    start: int,
-    seed: int,
-    callbacks: list[Any],
-) -> None:
-    """Trains from g_step `start` to --steps on `n_critic` real batches a step."""
+def real_batches(
+    x: np.ndarray, settings: Settings, seed: int, start: int
+) -> tf.data.Dataset:
+    """`n_critic` real batches per generator step, repeated, from g_step `start` on."""
     from kerasteps.data import skip_consumed
     from kerasteps.models import WGAN
 
     batches = WGAN.make_dataset(
         x, settings.batch_size, n_critic=settings.n_critic, seed=seed, repeat=True
     )
-    model.fit(
-        skip_consumed(batches, start),  # the batches of the steps before `start`
-        steps_per_epoch=settings.steps - start,
-        epochs=1,
-        verbose=0,
-        shuffle=False,  # the batches are shuffled (with the seed) already
-        callbacks=callbacks,
-    )
+    return skip_consumed(batches, start)  # less those of the steps before `start`
 
 
 # ======================================================================================
@@ -458,8 +447,14 @@ def main(
         steps_per_execution, log_every, settings.steps - run.start
     )
     click.echo(describe(settings, data, run.start))
-    callbacks = step_callbacks(run, points, log_every, seed)
-    train(model, points.x, settings, run.start, seed, callbacks)
+    model.fit(
+        real_batches(points.x, settings, seed, run.start),
+        steps_per_epoch=settings.steps - run.start,
+        epochs=1,
+        verbose=0,
+        shuffle=False,  # the batches are shuffled (with the seed) already
+        callbacks=step_callbacks(run, points, log_every, seed),
+    )
     report(model, run.folder, points, seed)
     recipe.print_log_hint(run.folder)
 

@@ -43,6 +43,7 @@ from kerasteps import Every, recipe
 
 if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
     import numpy as np
+    import tensorflow as tf
 
     from kerasteps.models import WGAN
 
@@ -200,29 +201,16 @@ def describe(
     )
 
 
-def train(
-    model: WGAN,
-    x: np.ndarray,
-    batch_size: int,
-    start: int,
-    steps: int,
-    seed: int,
-    callbacks: list[Any],
-) -> None:
-    """Trains from g_step `start` to `steps` on `n_critic` real batches a step."""
+def real_batches(
+    model: WGAN, x: np.ndarray, batch_size: int, seed: int, start: int
+) -> tf.data.Dataset:
+    """`n_critic` real batches per generator step, repeated, from g_step `start` on."""
     from kerasteps.data import skip_consumed
 
     batches = model.make_dataset(
         x, batch_size, n_critic=model.n_critic, seed=seed, repeat=True
     )
-    model.fit(
-        skip_consumed(batches, start),  # the batches of the steps before `start`
-        steps_per_epoch=steps - start,
-        epochs=1,
-        verbose=0,
-        shuffle=False,  # the batches are shuffled (with the seed) already
-        callbacks=callbacks,
-    )
+    return skip_consumed(batches, start)  # less those of the steps before `start`
 
 
 def report(model: WGAN, folder: str, seed: int) -> None:
@@ -328,8 +316,14 @@ def main(
         steps_per_execution, log_every, steps - run.start
     )
     click.echo(describe(variant, options, data, run.start, steps))
-    callbacks = step_callbacks(run, log_every, seed)
-    train(model, x, options["batch_size"], run.start, steps, seed, callbacks)
+    model.fit(
+        real_batches(model, x, options["batch_size"], seed, run.start),
+        steps_per_epoch=steps - run.start,
+        epochs=1,
+        verbose=0,
+        shuffle=False,  # the batches are shuffled (with the seed) already
+        callbacks=step_callbacks(run, log_every, seed),
+    )
     report(model, run.folder, seed)
     recipe.print_log_hint(run.folder)
 

@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
 import types
@@ -178,10 +179,18 @@ def restore_jax_sharding_spec(model: Any) -> None:
     >>> from kerasteps._compat import restore_jax_sharding_spec
     >>> restore_jax_sharding_spec(keras.Sequential([keras.Input((1,))]))
     """
-    if getattr(model, "_trainable_variable_shardings", ()) is None:
-        record = getattr(model, "_record_training_state_sharding_spec", None)
-        if record is not None:
-            record()
+    cleared = getattr(model, "_trainable_variable_shardings", ()) is None
+    if cleared and hasattr(model, "_record_training_state_sharding_spec"):
+        model._record_training_state_sharding_spec()
+
+
+#: The groups of a JAX trainer's state, in its order, by the names of its flags.
+_JAX_STATE = (
+    "trainable_variables",
+    "non_trainable_variables",
+    "optimizer_variables",
+    "metrics_variables",
+)
 
 
 class JaxTrainerWithOptimizers:
@@ -191,7 +200,8 @@ class JaxTrainerWithOptimizers:
     Keras's JAX trainer carries `model.optimizer.variables` from step to step, in
     four private methods. These are the same methods with
     `self._all_optimizer_variables()` (which the subclass defines) where Keras has
-    `self.optimizer.variables`, and otherwise Keras's own.
+    `self.optimizer.variables`, and otherwise Keras's own; they take Keras's flags
+    (`trainable_variables=True`, ...) by name only, as Keras passes them.
 
     Why: the trainer's state is built and put back in private methods only; Keras
     has no public way to say which optimizers a custom `train_step` updates.
@@ -200,59 +210,30 @@ class JaxTrainerWithOptimizers:
     def _all_optimizer_variables(self) -> list:
         raise NotImplementedError  # the subclass says which
 
-    def _get_jax_state(
-        self,
-        trainable_variables=False,
-        non_trainable_variables=False,
-        optimizer_variables=False,
-        metrics_variables=False,
-        purge_model_variables=False,
-    ):
-        groups = []
-        if trainable_variables:
-            groups.append(self.trainable_variables)
-        if non_trainable_variables:
-            groups.append(self.non_trainable_variables)
-        if optimizer_variables:
-            groups.append(self._all_optimizer_variables())
-        if metrics_variables:
-            groups.append(self.metrics_variables)
+    def _state_group(self, name: str) -> list:
+        """The variables of the group `name` of `_JAX_STATE`."""
+        if name == "optimizer_variables":
+            return self._all_optimizer_variables()
+        return getattr(self, name)
+
+    def _get_jax_state(self, *, purge_model_variables=False, **wanted):
+        groups = [self._state_group(name) for name in _JAX_STATE if wanted.get(name)]
         state = tuple([v.value for v in group] for group in groups)
         if purge_model_variables:
-            for group in groups:
-                for v in group:
-                    v._value = None
+            for v in itertools.chain(*groups):
+                v._value = None
         return state
 
-    def _purge_model_variables(
-        self,
-        trainable_variables=False,
-        non_trainable_variables=False,
-        optimizer_variables=False,
-        metrics_variables=False,
-    ):
-        self._get_jax_state(
-            trainable_variables,
-            non_trainable_variables,
-            optimizer_variables,
-            metrics_variables,
-            purge_model_variables=True,
-        )
+    def _purge_model_variables(self, **wanted):
+        self._get_jax_state(purge_model_variables=True, **wanted)
 
     def jax_state_sync(self):
         state = getattr(self, "_jax_state", None)
         if not state or self._jax_state_synced:
             return
-        pairs = (
-            (self.trainable_variables, "trainable_variables"),
-            (self.non_trainable_variables, "non_trainable_variables"),
-            (self._all_optimizer_variables(), "optimizer_variables"),
-            (self.metrics_variables, "metrics_variables"),
-        )
-        for variables, key in pairs:
-            values = state.get(key, None)
-            if values:
-                for ref_v, v in zip(variables, values, strict=True):
+        for name in _JAX_STATE:
+            if state.get(name):
+                for ref_v, v in zip(self._state_group(name), state[name], strict=True):
                     ref_v.assign(v)
         self._jax_state_synced = True
 
@@ -528,9 +509,8 @@ class ProgbarFromStep:
         done = current - self._initial
         if done <= 0:
             return 0
-        if self._first_update is None:
+        if self._first_update is None:  # its estimate is drawn on a final line only
             self._first_update = (current, now)
-            return (now - self._start) / done  # drawn on a final line only
         first_step, first_time = self._first_update
         if current > first_step:
             return (now - first_time) / (current - first_step)

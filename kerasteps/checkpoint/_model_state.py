@@ -70,6 +70,12 @@ def _join(*parts: str) -> str:
     return "/".join(p for p in parts if p)
 
 
+def _vars_of(path: str, arrays: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `arrays` under `<path>/vars/`, by the rest of their key."""
+    prefix = _join(path, "vars") + "/"
+    return {k[len(prefix) :]: a for k, a in arrays.items() if k.startswith(prefix)}
+
+
 @dataclass
 class StateLayout:
     """Every state variable of a model by its structure key, in a stable order.
@@ -119,9 +125,7 @@ class StateLayout:
                 if isinstance(obj, keras.Layer):
                     # The variables it created itself (not its sublayers'), which
                     # Keras's own method stores: saved by its override, not as keys.
-                    own: dict[str, Any] = {}
-                    keras.Layer.save_own_variables(obj, own)
-                    seen_vars.update(id(variable) for variable in own.values())
+                    seen_vars.update(map(id, _stored(obj, keras.Layer).values()))
         for attr, child in _compat.saveable_children(obj):
             if _compat.is_saveable(child):
                 self._walk(child, _join(path, attr), seen, seen_vars)
@@ -138,17 +142,21 @@ class StateLayout:
 
     def keys(self) -> list[str]:
         """Every key the layout writes: variables, then the custom layers' values."""
-        return list(self.variables) + [
-            _join(path, "vars", key)
+        return list(self.variables) + list(self.custom_values())
+
+    def custom_values(self) -> dict[str, np.ndarray]:
+        """The custom layers' values now, by key, as numpy arrays."""
+        return {
+            _join(path, "vars", key): keras.ops.convert_to_numpy(value)
             for path, obj in self.custom.items()
-            for key in _stored(obj)
-        ]
+            for key, value in _stored(obj).items()
+        }
 
 
-def _stored(obj: Any) -> dict[str, Any]:
-    """What `obj.save_own_variables` stores, by key."""
+def _stored(obj: Any, cls: type | None = None) -> dict[str, Any]:
+    """What `obj.save_own_variables` stores, by key (`cls`'s method where given)."""
     store: dict[str, Any] = {}
-    obj.save_own_variables(store)
+    (cls or type(obj)).save_own_variables(obj, store)
     return store
 
 
@@ -176,7 +184,7 @@ class Snapshot:
 
     def layout(self, model: keras.Model) -> StateLayout:
         """The model's layout, walked again only when its variables changed."""
-        if self._layout is None or self._signature(model) != self._layout_key:
+        if self._signature(model) != self._layout_key:
             self._layout = StateLayout.of(model)
             self._layout_key = self._signature(model)
             self._readers = {
@@ -187,9 +195,7 @@ class Snapshot:
 
     def _signature(self, model: keras.Model) -> tuple[int, ...]:
         optimizers = self._layout.optimizers.values() if self._layout else ()
-        return tuple(id(v) for v in model.variables) + tuple(
-            len(o.variables) for o in optimizers
-        )
+        return (*map(id, model.variables), *(len(o.variables) for o in optimizers))
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates (and touches) the buffers now, so no save pays for it later.
@@ -206,10 +212,8 @@ class Snapshot:
         steps_lib.sync_trained_state(model)
         layout = self.layout(model)
         arrays = {key: self._copy(key, read()) for key, read in self._readers.items()}
-        for path, obj in layout.custom.items():
-            for key, value in _stored(obj).items():
-                full = _join(path, "vars", key)
-                arrays[full] = self._copy(full, keras.ops.convert_to_numpy(value))
+        for key, value in layout.custom_values().items():
+            arrays[key] = self._copy(key, value)
         return arrays
 
     def _buffer(
@@ -298,9 +302,7 @@ class _HeldErrors:
         self._end = max(self._end, self._position)
         return len(view)
 
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            size = max(0, self._end - self._position)
+    def read(self, size: int) -> bytes:
         data = self._held(self._file.read, size) or b""
         self._position += size
         return data + bytes(size - len(data))  # as past the end of a file: zeros
@@ -310,8 +312,7 @@ class _HeldErrors:
         view[:] = self.read(len(view))
         return len(view)
 
-    def truncate(self, size: int | None = None) -> int:
-        size = self._position if size is None else size
+    def truncate(self, size: int) -> int:
         self._held(self._file.truncate, size)
         self._end = size
         return size
@@ -344,11 +345,10 @@ def write_arrays(target: str | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
         with h5py.File(sink, "w") as handle:
             for key, array in arrays.items():
                 array = np.asarray(array)
-                if array.dtype.kind in "biuf":
-                    handle.create_dataset(key, data=array)
-                else:  # no HDF5 type (`bfloat16`): same-width unsigned ints, named
-                    data = array.view(f"uint{array.dtype.itemsize * 8}")
-                    dataset = handle.create_dataset(key, data=data)
+                named = array.dtype.kind not in "biuf"  # no HDF5 type (`bfloat16`)
+                data = array.view(f"uint{array.dtype.itemsize * 8}") if named else array
+                dataset = handle.create_dataset(key, data=data)
+                if named:  # stored as same-width unsigned ints, with their dtype
                     dataset.attrs["dtype"] = str(array.dtype)
         if sink.error is not None:  # without the frames that held HDF5's buffers
             raise sink.error.with_traceback(None)
@@ -409,16 +409,13 @@ def _deferred_parts(
     """The saved slots of optimizers that are not built yet, by optimizer path."""
     deferred = {}
     for path, optimizer in layout.optimizers.items():
-        if getattr(optimizer, "built", True):
-            continue
-        prefix = _join(path, "vars") + "/"
         have = len(optimizer.variables)
-        later = {}
-        for key, array in arrays.items():
-            rest = key[len(prefix) :] if key.startswith(prefix) else ""
-            if rest.isdigit() and int(rest) >= have:
-                later[int(rest)] = array
-        if later:
+        later = {
+            int(index): array
+            for index, array in _vars_of(path, arrays).items()
+            if index.isdigit() and int(index) >= have
+        }
+        if later and not getattr(optimizer, "built", True):
             deferred[path] = (optimizer, later)
     return deferred
 
@@ -445,9 +442,7 @@ def restore_arrays(model: keras.Model, arrays: dict[str, np.ndarray]) -> list[st
     steps_lib.sync_trained_state(model)
     layout = StateLayout.of(model)
     deferred = _deferred_parts(layout, arrays)
-    later = {
-        _join(p, "vars", str(i)) for p, (_, part) in deferred.items() for i in part
-    }
+    later = {f"{p}/vars/{i}" for p, (_, part) in deferred.items() for i in part}
     problems = _problems(layout, arrays, later) + _rng.problems(arrays)
     if problems:
         raise ValueError("; ".join(problems) + ".")
@@ -491,22 +486,16 @@ def _assign_all_or_nothing(layout: StateLayout, arrays: dict[str, np.ndarray]) -
     """Assigns every variable and custom layer its array; if any assignment
     fails, puts back what they held and re-raises."""
     before = _variables.Saved(layout.variables.values())
-    custom_before = {
-        path: {key: keras.ops.convert_to_numpy(v) for key, v in _stored(obj).items()}
-        for path, obj in layout.custom.items()
-    }
+    custom_before = layout.custom_values()
     try:
         for key, variable in layout.variables.items():
             variable.assign(arrays[key].astype(_numpy_dtype(variable), copy=False))
         for path, obj in layout.custom.items():
-            prefix = _join(path, "vars") + "/"
-            obj.load_own_variables(
-                {k[len(prefix) :]: a for k, a in arrays.items() if k.startswith(prefix)}
-            )
+            obj.load_own_variables(_vars_of(path, arrays))
     except BaseException:
         before.assign_back()
         for path, obj in layout.custom.items():
-            obj.load_own_variables(custom_before[path])
+            obj.load_own_variables(_vars_of(path, custom_before))
         raise
 
 

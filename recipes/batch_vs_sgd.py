@@ -19,7 +19,8 @@ It prints one row per mode (updates, i.e. the mode's global step; the final MSE 
 all examples; the training time; examples/s) and plots the MSE on all examples
 against epochs, against updates and against training time (--png).
 
-What it shows (defaults, 2 CPU cores, about 20 s; docs/batch_vs_sgd.png): at one
+What it shows (defaults, 2 quiet CPU cores, about 23 s as `time kerasteps run
+batch_vs_sgd` measures it; docs/batch_vs_sgd.png): at one
 learning rate the MSE follows nearly the same curve against the number of *updates*
 in every mode, so per epoch per-example SGD, with 3000 times the updates of full-batch
 descent, gets far lower (0.005 against 0.054 after 20 epochs; the mini-batch modes

@@ -226,16 +226,18 @@ def main(steps, log_every, log_dir, seed, resume, batch_size, curve_every, reduc
     if run.stop is None:
         return
     print_step_before(model)
+    callbacks = step_callbacks(run, log_every, curve_every, reduce)
     model.fit(
         batches(x, y, batch_size, seed, run.start),
         epochs=1,
         steps_per_epoch=steps - run.start,
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
-        callbacks=step_callbacks(run, log_every, curve_every, reduce),
+        callbacks=callbacks,
     )
     save_and_print_step(model, run, batch_size)
     recipe.print_log_hint(run.folder)
+    recipe.exit_if_interrupted(callbacks)  # after a signal: 128 + its number
 
 
 if __name__ == "__main__":

@@ -393,16 +393,18 @@ def main(
     run = recipe.start_run(log_dir, resume, model=model, steps=steps)
     if run.stop is None:
         return
+    callbacks = step_callbacks(run, log_every, validation, batch_size)
     model.fit(
         skip_consumed(train.repeat(), run.start),  # less the batches of earlier steps
         steps_per_epoch=log_every,  # one Keras epoch per logging period
         epochs=math.ceil((steps - run.start) / log_every),
         verbose=0,
         shuffle=False,  # the dataset is shuffled (with a seed) already
-        callbacks=step_callbacks(run, log_every, validation, batch_size),
+        callbacks=callbacks,
     )
     save_model(model, run)
     recipe.print_log_hint(run.folder)
+    recipe.exit_if_interrupted(callbacks)  # after a signal: 128 + its number
 
 
 if __name__ == "__main__":

@@ -447,16 +447,18 @@ def main(
         steps_per_execution, log_every, settings.steps - run.start
     )
     click.echo(describe(settings, data, run.start))
+    callbacks = step_callbacks(run, points, log_every, seed)
     model.fit(
         real_batches(points.x, settings, seed, run.start),
         steps_per_epoch=settings.steps - run.start,
         epochs=1,
         verbose=0,
         shuffle=False,  # the batches are shuffled (with the seed) already
-        callbacks=step_callbacks(run, points, log_every, seed),
+        callbacks=callbacks,
     )
     report(model, run.folder, points, seed)
     recipe.print_log_hint(run.folder)
+    recipe.exit_if_interrupted(callbacks)  # after a signal: 128 + its number
 
 
 if __name__ == "__main__":

@@ -316,16 +316,18 @@ def main(
         steps_per_execution, log_every, steps - run.start
     )
     click.echo(describe(variant, options, data, run.start, steps))
+    callbacks = step_callbacks(run, log_every, seed)
     model.fit(
         real_batches(model, x, options["batch_size"], seed, run.start),
         steps_per_epoch=steps - run.start,
         epochs=1,
         verbose=0,
         shuffle=False,  # the batches are shuffled (with the seed) already
-        callbacks=step_callbacks(run, log_every, seed),
+        callbacks=callbacks,
     )
     report(model, run.folder, seed)
     recipe.print_log_hint(run.folder)
+    recipe.exit_if_interrupted(callbacks)  # after a signal: 128 + its number
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ command (it imports no TensorFlow, so it starts in a fraction of a second).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -230,3 +231,38 @@ def test_a_remote_path_is_not_locked(tmp_path):
     assert _owner(tmp_path / "run")["pid"] == os.getpid()
     local.release()
     assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+_FULL_DISK = """
+import resource, signal, sys
+from kerasteps._files._lock import DirectoryLock
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+lock = DirectoryLock(sys.argv[1], "`log_dir`")
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # no byte can be written
+try:
+    lock.acquire()
+except OSError as error:
+    print("REFUSED", error.errno)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+lock.acquire()
+print("TAKEN")
+lock.release()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_lock_whose_owner_cannot_be_written_is_given_back(tmp_path):
+    """A real `EFBIG` from the kernel while the owner is written (the file size limit
+    at 0, as a full disk gives `ENOSPC`): the lock is released at once, so that the
+    same process takes it once there is room (a notebook's next `fit()`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["REFUSED", str(errno.EFBIG), "TAKEN"]
+    assert not (tmp_path / LOCK_NAME).exists()  # released and removed

@@ -293,3 +293,42 @@ def test_another_runs_checkpoints_are_kept_aside_not_rotated_away(tmp_path, capl
     fit_steps(resumed, 2, [StepCheckpoint(kept, every=2, keep=2)])
     assert [i.step for i in StepCheckpoint.list_checkpoints(kept)] == [6, 8]
     assert not (kept / "earlier-1").exists()
+
+
+@pytest.mark.neutral
+def test_a_fresh_run_stopped_before_its_first_save_hides_nothing(tmp_path, caplog):
+    """Train to 6; a run that begins in the directory without restoring and stops
+    before it saves anything leaves the directory as it was: the usual resume
+    restores step 6. Once a fresh run has saved, the checkpoints it set aside are
+    named at each restore, with the line that resumes from them."""
+    fit_steps(tiny_model(), 6, [StepCheckpoint(tmp_path, every=2)])
+    fit_steps(tiny_model(seed=1), 1, [StepCheckpoint(tmp_path, every=100)])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "ckpt-2",
+        "ckpt-4",
+        "ckpt-6",
+    ]
+    assert StepCheckpoint.restore_latest(tiny_model(seed=2), tmp_path) == 6
+    # A fresh run that saves sets them aside; a restore then says where they are.
+    fit_steps(tiny_model(seed=1), 2, [StepCheckpoint(tmp_path, every=2)])
+    kept = tmp_path / "earlier-1"
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    assert StepCheckpoint.restore_latest(tiny_model(seed=2), tmp_path) == 2
+    (line,) = _ours(caplog)
+    assert line.startswith(
+        f"StepCheckpoint: {tmp_path} was restored from step 2, but {kept} holds the "
+        "checkpoints of steps [4, 6], set aside at "
+    )
+    assert line.endswith(
+        f"To resume from them: StepCheckpoint.restore_latest(model, {str(kept)!r})."
+    )
+    store = CheckpointStore(tmp_path)
+    store.keep_aside([entry.name for entry in store.entries()])  # none of its own
+    caplog.clear()
+    assert StepCheckpoint.restore_latest(tiny_model(seed=2), tmp_path) is None
+    lines = _ours(caplog)
+    assert [line.split(", but ")[0] for line in lines] == [
+        f"StepCheckpoint: {tmp_path} holds no checkpoint of its own"
+    ] * 2
+    assert StepCheckpoint.restore_latest(tiny_model(seed=2), kept) == 6

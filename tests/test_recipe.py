@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from kerasteps import event_files, global_step
 from kerasteps.callbacks import JSONLinesLogger, StepCheckpoint, StepTensorBoard
+from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.recipe import (
     ProvideEvery,
     Run,
@@ -114,6 +115,44 @@ def test_resume_of_a_run_without_checkpoint_says_so(tmp_path, capsys):
         f"No checkpoint in {checkpoints} yet: starting at step 0.\n"
     )
     assert run.start == 0
+
+
+def test_a_resume_that_would_start_over_stops_and_says_where_the_steps_are(
+    tmp_path, capsys
+):
+    """--resume never trains from 0 while checkpoints wait elsewhere: run-1 trained
+    to 4, a run-2 started without --resume stopped before it saved; and a run
+    whose checkpoints a fresh start set aside into `earlier-1`. Exit 2, one line."""
+    run = start_run(tmp_path, False, model=(model := tiny_model()), steps=4)
+    checkpoints = os.path.join(run.folder, "checkpoints")
+    x = np.ones((8, 2))
+    model.fit(
+        x,
+        x[:, :1],
+        batch_size=2,
+        verbose=0,
+        callbacks=[StepCheckpoint(checkpoints, every=4)],
+    )
+    start_run(tmp_path, False, model=tiny_model(), steps=4)  # run-2, nothing saved
+    with pytest.raises(click.UsageError) as refused:
+        start_run(tmp_path, True, model=tiny_model(), steps=8)
+    run_2 = os.path.join(tmp_path, "run-2")
+    assert refused.value.exit_code == 2
+    assert refused.value.message == (
+        f"--resume continues the latest run, {run_2}, which holds no checkpoint, "
+        f"but {run.folder} has checkpoints up to step 4. To continue that one: "
+        f"--log-dir {run.folder} --resume"
+    )
+    store = CheckpointStore(checkpoints)
+    kept = store.keep_aside([entry.name for entry in store.entries()])
+    with pytest.raises(click.UsageError) as refused:
+        start_run(run.folder, True, model=tiny_model(), steps=8)
+    assert refused.value.message == (
+        f"--resume found no checkpoint in {checkpoints}, but {kept} holds the "
+        "checkpoints of steps [4], set aside by a run that began there without "
+        "--resume. To resume from them, move them back, then run again with "
+        f"--resume: mv {kept}/ckpt-* {checkpoints}/"
+    )
 
 
 def test_start_run_takes_a_model_with_steps_only(tmp_path):

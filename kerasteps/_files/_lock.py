@@ -256,9 +256,16 @@ class DirectoryLock:
             if not _same_file(fd, path):  # released and removed in between
                 os.close(fd)
                 continue
-            if not created:
-                self._say_taken_over(_read_owner(fd))
-            _write_owner(fd)
+            try:
+                if not created:
+                    self._say_taken_over(_read_owner(fd))
+                _write_owner(fd)
+            except BaseException:  # the owner cannot be recorded (a full disk)
+                if created:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)  # while still holding it
+                os.close(fd)  # gives the lock back: the same process may try again
+                raise
             return fd
         raise LockedError(f"Could not lock {self.what} {self.path!r}.")
 

@@ -28,7 +28,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import keras
@@ -40,6 +40,7 @@ from kerasteps.callbacks._carry import Member, RunCarry
 from kerasteps.callbacks._tracker import StepTracker
 from kerasteps.callbacks.step_event import StepEvent, StepRecord, scalar_items
 from kerasteps.callbacks.step_run import StepRun
+from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.steps import StepNotCountedError
 
 #: The roles of kerasteps callbacks, in the order they act at one step: values are
@@ -131,6 +132,14 @@ class Dispatcher:
                 return True
         return False
 
+    def checkpoint_directory(self) -> str | None:
+        """The directory of the first registered callback that saves checkpoints."""
+        for member in self._members:
+            store = getattr(member.callback, "store", None)
+            if isinstance(store, CheckpointStore):
+                return store.directory
+        return None
+
     def wake(self) -> None:
         """Makes the next batch end dispatch to every callback (a signal arrived)."""
         self._wake = True
@@ -220,8 +229,11 @@ class Dispatcher:
         if self._lockstep and self._reads_at(record):
             # every worker, before all else
             self.carry.windows.cumulative(record.step, record.logs)
-        for member in self._members:
+
+        def call(member: Member) -> None:
             self._call(member, record, self._fires(member, record))
+
+        self._each(call)
         for member in self._passive:
             if self._fires(member, record):
                 member.last_fired = record.step
@@ -275,10 +287,8 @@ class Dispatcher:
             if values:
                 step = self.tracker.step
                 record = self._record(step, step, {}, extras=values)
-                for member in self._members:
-                    self._call(member, record, False)
-            for member in self._members:
-                member.callback.flush()
+                self._each(lambda member: self._call(member, record, False))
+            self._each(lambda member: member.callback.flush())
 
     def test_begin(self) -> None:
         """Keras's own validation is about to reset the metrics: keep their state."""
@@ -325,6 +335,36 @@ class Dispatcher:
             members = self._members + self._passive if trained else []
             self.carry.resume_state(members, final).attach(self.model)
             self._close()
+
+    def _each(self, act: Callable[[Member], None]) -> None:
+        """`act(member)` for every callback, in order, even after one raised; then,
+        if one did, closes the run (every `on_run_end`: files closed, locks given
+        back) and raises the first error, which `fit()` ends with."""
+        errors = []
+        for member in self._members:
+            try:
+                act(member)
+            except Exception as error:  # noqa: BLE001 - the others act first
+                if self.ended:  # it closed the run itself (`StepRun.abort`)
+                    raise errors[0] if errors else error  # noqa: B904
+                name = type(member.callback).__name__
+                error.add_note(
+                    f"(raised by the callback {name} at step "
+                    f"{self.tracker.step}; the other callbacks acted)"
+                )
+                logger.error(
+                    "kerasteps: %s raised %s at step %d; the other callbacks still "
+                    "acted, and fit() ends with its error.",
+                    name,
+                    type(error).__name__,
+                    self.tracker.step,
+                )
+                errors.append(error)
+        if errors:
+            if not self.ended:
+                with contextlib.suppress(Exception):  # the first error is the one
+                    self._close()
+            raise errors[0]
 
     def abort(self) -> None:
         """Closes every callback after an error, without dispatching anything."""

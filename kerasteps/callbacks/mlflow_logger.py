@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from kerasteps import _tracking
+from kerasteps._files import _atomic
+from kerasteps._files._paths import writable_file
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
@@ -23,6 +26,8 @@ LINK = "mlflow_run_id"
 RUN_ID_TAG = "kerasteps.run_id"
 #: The MLflow tag that records settings a resume changed (params cannot change).
 CHANGED_TAG = "kerasteps.params_changed"
+#: The spool's file name in a `StepCheckpoint`'s directory.
+SPOOL_NAME = "mlflow-spool.jsonl"
 
 
 class MLflowLogger(StepSink):
@@ -53,6 +58,16 @@ class MLflowLogger(StepSink):
     `params` keeps the run's, logs a WARNING naming each difference, and records
     them in the tag `kerasteps.params_changed`.
 
+    **Nothing queued is lost.** Each point is also appended to a local spool (JSON
+    lines, handed to the operating system before the point is queued for the
+    server, so a kill -9 cannot lose it): `spool`, else `mlflow-spool.jsonl` in
+    the directory of the run's `StepCheckpoint`. A point is written before any
+    checkpoint of its step is saved, so when a run killed with points still
+    queued resumes from a checkpoint at step s, the logger sends the spooled
+    points at or below s that the server lacks, in step order, before its own.
+    Without a `StepCheckpoint` (or one on a remote file system) and without
+    `spool`, there is no spool, and one WARNING says so.
+
     **The training thread never waits on the network.** Points go out in batches
     (`log_batch`) from a background thread, which also creates or finds the run.
     A failed batch is retried (with backoff) until the run ends; a server that
@@ -77,6 +92,8 @@ class MLflowLogger(StepSink):
         write_counters: Bool, default True.
         timeout: Seconds `fit()` waits at its end for the points still queued
             (default 30.0).
+        spool: Optional local file path for the spool (default: in the
+            `StepCheckpoint`'s directory).
 
     Attributes:
         mlflow_run_id: The MLflow run's id, once the background thread has it.
@@ -111,6 +128,7 @@ class MLflowLogger(StepSink):
         write_learning_rate: bool = True,
         write_counters: bool = True,
         timeout: float = 30.0,
+        spool: str | os.PathLike | None = None,
     ):
         _tracking.require_mlflow("MLflowLogger")
         super().__init__(None, every, reduce, write_learning_rate, write_counters)
@@ -124,8 +142,15 @@ class MLflowLogger(StepSink):
         if not (number and timeout >= 0):  # NaN too
             raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
         self.timeout = float(timeout)
+        self.spool = None if spool is None else writable_file(spool, "spool")
+        if self.spool is not None and not _atomic.is_local(self.spool):
+            raise ValueError(
+                f"`spool` must be a local file path, received {self.spool!r}."
+            )
         self.mlflow_run_id: str | None = None
         self._sender: _tracking.Sender | None = None
+        self._spool_file: IO[str] | None = None
+        self._spool_open = False
 
     def key(self, name: str, kind: str) -> str | None:
         """The metric's key: `StepSink.key`, counters as `counters/<name>`.
@@ -166,15 +191,81 @@ class MLflowLogger(StepSink):
             finish=self._finish if target.active_run is None else None,
         )
         self._sender.start()
+        self._spool_open = False
 
     def write(self, step: int, values: dict[str, Any], time_s: float) -> None:
         ms = int(time_s * 1000)
-        self._sender.put([(k, float(v), ms, step) for k, v in values.items()])
+        points = [(k, float(v), ms, step) for k, v in values.items()]
+        self._to_spool(points)  # first: a kill -9 after this line loses nothing
+        self._sender.put(points)
 
     def close(self) -> None:
         sender, self._sender = self._sender, None
-        if sender is not None:
-            sender.close(self.timeout)
+        if sender is None:
+            return
+        if not self._spool_open:  # a run that wrote nothing still sends the spool's
+            self._to_spool([], sender)
+        if self._spool_file is not None:
+            self._spool_file.close()
+            self._spool_file = None
+        sender.close(self.timeout)
+
+    # -- the spool --------------------------------------------------------------------
+    def _to_spool(self, points: list[tuple], sender: Any = None) -> None:
+        """Appends points to the spool; at the run's first, opens it and queues the
+        earlier points it holds for this run's steps up to its start."""
+        if not self._spool_open:
+            self._open_spool(sender or self._sender)
+        if self._spool_file is None or not points:
+            return
+        run_id = self.run.run_id
+        lines = "".join(json.dumps([run_id, *point]) + "\n" for point in points)
+        try:
+            self._spool_file.write(lines)
+            self._spool_file.flush()  # to the operating system: a kill keeps it
+        except (OSError, ValueError) as error:
+            logger.warning(
+                "MLflowLogger: cannot write the spool %s (%s); points still queued "
+                "at a crash are lost.",
+                self._spool_file.name,
+                error,
+            )
+            self._spool_file = None
+
+    def _open_spool(self, sender: _tracking.Sender) -> None:
+        # At the first point, not at the run's begin: every callback of `fit()` has
+        # joined the run by then, the StepCheckpoint too.
+        self._spool_open = True
+        path = self.spool
+        directory = self.run.checkpoint_directory
+        if path is None and directory is not None and _atomic.is_local(directory):
+            path = os.path.join(directory, SPOOL_NAME)
+        if path is None:
+            logger.warning(
+                "MLflowLogger: no spool (no local StepCheckpoint directory in this "
+                "fit() and no `spool=`): the points still queued for the server at "
+                "a crash are lost."
+            )
+            return
+        earlier = read_spool(path, self.run.run_id, self.run.start_step)
+        if earlier:
+            logger.info(
+                "MLflowLogger: %d spooled point(s) of steps %d-%d go to the server "
+                "unless it holds them.",
+                len(earlier),
+                earlier[0][3],
+                earlier[-1][3],
+            )
+            sender.put(earlier)
+        try:
+            self._spool_file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as error:
+            logger.warning(
+                "MLflowLogger: cannot open the spool %s (%s); points still queued at "
+                "a crash are lost.",
+                path,
+                error,
+            )
 
     # -- on the background thread -------------------------------------------------
     def _begin(self, target: _Target) -> tuple[Any, dict[str, int], str]:
@@ -263,8 +354,7 @@ def _find_run(client: Any, target: _Target, experiment: str | None) -> Any:
             continue  # deleted, or on another server: find or create one
         if run.info.lifecycle_stage == "active":
             return run
-    if target.start_step == 0:
-        return None
+    # Also at step 0: a create whose answer was lost made the run already.
     found = client.search_runs(
         [_experiment_id(client, experiment)],
         filter_string=f"tags.`{RUN_ID_TAG}` = '{target.kerasteps_run}'",
@@ -317,3 +407,39 @@ def _keep_params(
     record = json.loads(run.data.tags.get(CHANGED_TAG, "{}") or "{}")
     record[str(start_step)] = changed
     client.set_tag(run.info.run_id, CHANGED_TAG, json.dumps(record)[:5000])
+
+
+def read_spool(path: str, run_id: str, upto: int) -> list[tuple]:
+    """The points of the kerasteps run `run_id` in a spool, at steps up to `upto`:
+    `(key, value, ms, step)`, the last written of each key and step, in step order.
+    Lines that do not read (the torn last line of a kill) are skipped.
+
+    Args:
+        path: The spool file.
+        run_id: The kerasteps run id.
+        upto: The step the resumed run starts at.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kerasteps.callbacks.mlflow_logger import read_spool
+    >>> path = os.path.join(tempfile.mkdtemp(), "spool.jsonl")
+    >>> with open(path, "w") as spool:
+    ...     _ = spool.write('["r1", "loss", 0.5, 1000, 10]\\n["r1", "loss", 0.4, 2000')
+    >>> read_spool(path, "r1", 20)
+    [('loss', 0.5, 1000, 10)]
+    """
+    points: dict[tuple[str, int], tuple] = {}
+    try:
+        with open(path, encoding="utf-8") as spool:
+            for line in spool:
+                try:
+                    run, key, value, ms, step = json.loads(line)
+                    point = (str(key), float(value), int(ms), int(step))
+                except (ValueError, TypeError):
+                    continue
+                if run == run_id and point[3] <= upto:
+                    points[point[0], point[3]] = point
+    except OSError:
+        return []
+    return sorted(points.values(), key=lambda point: point[3])

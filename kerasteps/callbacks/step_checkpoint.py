@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterable
 
 import keras
@@ -92,6 +93,36 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> int:
         links=links,
     ).attach(model)
     return step
+
+
+def set_aside_lines(store: CheckpointStore, info: CheckpointInfo | None) -> list[str]:
+    """What the `earlier-N` folders of a directory hold that is later than the
+    checkpoint restored (`info`; None: none was), one line each with the line that
+    resumes from there. A run that began in the directory without restoring set
+    them aside at its first save (`StepCheckpoint`).
+
+    Args:
+        store: The directory's store.
+        info: The checkpoint restored, or None.
+    """
+    restored = -1 if info is None else info.step
+    lines = []
+    for path, steps, when in store.set_aside():
+        later = [step for step in steps if step > restored]
+        if later:
+            what = (
+                "holds no checkpoint of its own"
+                if info is None
+                else (f"was restored from step {info.step}")
+            )
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+            lines.append(
+                f"{store.directory} {what}, but {path} holds the checkpoints of steps "
+                f"{later}, set aside at {stamp} "
+                "by a run that began in the directory without restoring. To resume "
+                f"from them: StepCheckpoint.restore_latest(model, {path!r})."
+            )
+    return lines
 
 
 #: What the next run loses when a field of `meta.json` that only it reads is dropped.
@@ -248,6 +279,7 @@ class StepCheckpoint(StepCallback):
         self.store.writer.on_error = self._wake  # raise the error at the next batch end
         self._lock = _lock.DirectoryLock(self.directory, "`directory`")
         self._stop: _signals.GracefulStop | None = None
+        self._others: list[CheckpointInfo] = []  # another run's: aside at a save
         self._pending: StepEvent | None = None  # a save after the epoch's validation
         self._last: StepEvent | None = None  # the latest step the callback saw
         #: The steps of this run saved, or refused as not finite: never saved again.
@@ -333,7 +365,10 @@ class StepCheckpoint(StepCallback):
         True
         """
         steps_lib.global_step(model)  # validates model and compile state
-        info = CheckpointStore(_check_directory(directory)).restore_latest(model)
+        store = CheckpointStore(_check_directory(directory))
+        info = store.restore_latest(model)
+        for line in set_aside_lines(store, info):
+            logger.warning("StepCheckpoint: %s", line)
         return None if info is None else _attach_run_state(model, info)
 
     @staticmethod
@@ -414,6 +449,7 @@ class StepCheckpoint(StepCallback):
         0
         """
         model = model if model is not None else self.model
+        self._keep_other_runs_aside()
         info = self.store.save(
             model, self._run_meta(model, steps_lib.global_step(model))
         )
@@ -454,8 +490,14 @@ class StepCheckpoint(StepCallback):
         if self.run.is_chief:
             self._lock.acquire()
             self.store.recover()
-            self._keep_other_runs_aside(start_step)
-        later = [e.step for e in self.store.entries() if e.step > start_step]
+        # Another run's checkpoints go aside at this run's first save, not now: a
+        # run stopped before it saves anything leaves the directory as it was.
+        self._others = self._other_runs(start_step) if self.run.is_chief else []
+        later = [
+            e.step
+            for e in self.store.entries()
+            if e.step > start_step and e not in self._others
+        ]
         if later:
             logger.warning(
                 "StepCheckpoint: the run starts at step %d but %s holds checkpoints "
@@ -473,14 +515,10 @@ class StepCheckpoint(StepCallback):
         self._stop = _signals.GracefulStop(self.signals, self.model, self._on_signal)
         self._stop.install()
 
-    def _keep_other_runs_aside(self, start_step: int) -> None:
-        """Moves another run's checkpoints whole into `directory/earlier-N`, where
-        the `keep` rotation and new saves of the same step cannot delete them.
-
-        Another run's: saved under another run id (see
+    def _other_runs(self, start_step: int) -> list[CheckpointInfo]:
+        """The checkpoints of another run: saved under another run id (see
         `kerasteps.callbacks._sinks`), or under none (an older kerasteps) at a step
-        after this run's start.
-        """
+        after this run's start."""
         others = []
         for entry in self.store.entries():
             run_id = read_meta(entry.path).get("run_id")
@@ -488,6 +526,13 @@ class StepCheckpoint(StepCallback):
                 continue
             if _sinks.is_run_id(run_id) or entry.step > start_step:
                 others.append(entry)
+        return others
+
+    def _keep_other_runs_aside(self) -> None:
+        """Before this run's first save: moves another run's checkpoints whole into
+        `directory/earlier-N`, where the `keep` rotation and new saves of the same
+        step cannot delete them."""
+        others, self._others = self._others, []
         if not others:
             return
         kept = self.store.keep_aside([entry.name for entry in others])
@@ -543,6 +588,7 @@ class StepCheckpoint(StepCallback):
         if step in self._done_steps:
             return
         steps_lib.sync_trained_state(self.model)  # after Keras's epoch validation
+        self._keep_other_runs_aside()
         meta = self._run_meta(self.model, step)
         counters = (event.global_counter, event.counters)
         try:

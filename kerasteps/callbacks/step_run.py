@@ -89,6 +89,13 @@ class StepRun:
         return self._dispatcher.tracker.step
 
     @property
+    def checkpoint_directory(self) -> str | None:
+        """The directory of this run's `StepCheckpoint` (the first, if several), or
+        None. Every callback of `fit()` has joined the run once its first batch
+        ends; before that, one listed after the caller may not have."""
+        return self._dispatcher.checkpoint_directory()
+
+    @property
     def ended(self) -> bool:
         """True once the run is over (`fit()` ended, or a callback aborted it)."""
         return self._dispatcher.ended

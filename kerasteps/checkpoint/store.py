@@ -305,6 +305,32 @@ class CheckpointStore:
             self._write_index(view.entries, view.warned)
         return kept
 
+    def set_aside(self) -> list[tuple[str, list[int], float]]:
+        """The `earlier-N` folders of the directory (`keep_aside`) that hold
+        checkpoints: each one's path, its checkpoints' steps and when it was set
+        aside (its index's time, seconds since the epoch).
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).set_aside()
+        []
+        """
+        found = []
+        if not tf.io.gfile.isdir(self.directory):
+            return found
+        names = [name.rstrip("/") for name in tf.io.gfile.listdir(self.directory)]
+        for name in sorted(names, key=lambda n: (len(n), n)):
+            path = self._inside(name)
+            if not name.startswith("earlier-") or not name[8:].isdigit():
+                continue
+            steps = [entry.step for entry in CheckpointStore(path).entries()]
+            index = os.path.join(path, INDEX_FILE)
+            if steps and tf.io.gfile.exists(index):
+                found.append((path, steps, tf.io.gfile.stat(index).mtime_nsec / 1e9))
+        return found
+
     # -- repairing --------------------------------------------------------------------
     def recover(self) -> None:
         """Repairs the directory when a run begins: the index, and killed saves' files.

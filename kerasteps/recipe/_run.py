@@ -222,6 +222,8 @@ def _plan(model: Any, folder: str, steps: int, resumed: bool) -> tuple[int, Any]
     from kerasteps.callbacks import StopAtStep
 
     checkpoints = os.path.join(folder, "checkpoints")
+    if resumed:
+        _refuse_an_empty_resume(folder)
     start = resume_from_checkpoint(model, checkpoints) if resumed else 0
     stop = StopAtStep(steps)
     if stop.remaining(model) == 0:
@@ -263,12 +265,55 @@ def resume_from_checkpoint(
 
     restored = StepCheckpoint.restore_latest(model, checkpoints)
     if restored is None:
+        _refuse_set_aside(os.fspath(checkpoints))
         line = f"No checkpoint in {checkpoints} yet: starting at step 0."
     else:
         path = os.path.join(checkpoints, f"ckpt-{restored}")
         line = f"Resumed from step {restored} (checkpoint {path})"
     click.echo(f"{label}: {line[0].lower()}{line[1:]}" if label else line)
     return restored or 0
+
+
+def _refuse_an_empty_resume(folder: str) -> None:
+    """A `--resume` of a run without checkpoints, while an earlier run beside it
+    has some (a run started by mistake without --resume, stopped before it saved),
+    stops (exit 2) instead of training from step 0."""
+    from kerasteps.checkpoint.store import CheckpointStore
+
+    def latest(run: str) -> Any:
+        checkpoints = os.path.join(run, "checkpoints")
+        return CheckpointStore(checkpoints).latest() if os.path.isdir(run) else None
+
+    if latest(folder) is not None:
+        return
+    parent = os.path.dirname(folder) or "."
+    for number in reversed(_run_numbers(parent)):
+        earlier = os.path.join(parent, f"run-{number}")
+        found = latest(earlier) if earlier != folder else None
+        if found is not None:
+            raise click.UsageError(
+                f"--resume continues the latest run, {folder}, which holds no "
+                f"checkpoint, but {earlier} has checkpoints up to step {found.step}. "
+                f"To continue that one: --log-dir {earlier} --resume"
+            )
+
+
+def _refuse_set_aside(checkpoints: str) -> None:
+    """A `--resume` that finds no checkpoint while an `earlier-N` folder of the
+    directory holds some stops (exit 2) instead of training from step 0."""
+    from kerasteps.checkpoint.store import CheckpointStore
+
+    found = (
+        CheckpointStore(checkpoints).set_aside() if os.path.isdir(checkpoints) else []
+    )
+    if found:
+        path, steps, _ = found[-1]
+        raise click.UsageError(
+            f"--resume found no checkpoint in {checkpoints}, but {path} holds the "
+            f"checkpoints of steps {steps}, set aside by a run that began there "
+            "without --resume. To resume from them, move them back, then run "
+            f"again with --resume: mv {path}/ckpt-* {checkpoints}/"
+        )
 
 
 def steps_per_call(given: int | None, log_every: int, steps_left: int) -> int:
@@ -357,7 +402,8 @@ def exit_if_interrupted(checkpoint: Any, where: str = "") -> None:
     130 for Ctrl-C). Otherwise it does nothing.
 
     Args:
-        checkpoint: The run's `StepCheckpoint`, or None (nothing was trained).
+        checkpoint: The run's `StepCheckpoint`, the list of callbacks that holds
+            it (a recipe's `step_callbacks`), or None (nothing was trained).
         where: Optional words naming what was stopped, e.g. `"in mode sgd"`.
 
     Raises:
@@ -371,6 +417,8 @@ def exit_if_interrupted(checkpoint: Any, where: str = "") -> None:
     >>> checkpoint = StepCheckpoint(tempfile.mkdtemp(), every=100)
     >>> exit_if_interrupted(checkpoint)  # not interrupted: nothing happens
     """
+    if isinstance(checkpoint, (list, tuple)):
+        checkpoint = next((c for c in checkpoint if hasattr(c, "interrupted")), None)
     if checkpoint is None or not checkpoint.interrupted:
         return
     from kerasteps.steps import global_step

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from kerasteps.recipes import global_step
 from mlflow import MlflowClient
 
 import kerasteps
@@ -33,8 +34,8 @@ from kerasteps.callbacks import (
     StepCheckpoint,
     StopAtStep,
 )
+from kerasteps.callbacks.mlflow_logger import SPOOL_NAME
 from kerasteps.checkpoint import ResumeState
-from kerasteps.recipes import global_step
 from tests.callbacks.test_step_checkpoint import Run, train_here
 from tests.helpers import free_port, read_jsonl, tiny_data, tiny_model
 
@@ -247,6 +248,97 @@ def test_a_killed_run_resumes_its_mlflow_run_and_logs_each_step_once(
     assert run.data.params == {"max_steps": "60", "batch_size": "8"}
 
 
+def _wait_until(what: str, check, run: Run, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.process.poll() is None, run.log()
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not happen in {timeout} s:\n{run.log()}")
+
+
+def _checkpoint_at(folder: Path, step: int):
+    def check():
+        latest = StepCheckpoint.latest(folder)
+        return latest is not None and latest.step >= step
+
+    return check
+
+
+def _jsonl_points(path: Path, key: str) -> list[tuple[int, float]]:
+    return [(row["step"], row[key]) for row in read_jsonl(path) if key in row]
+
+
+@pytest.mark.parametrize("created", [True, False], ids=["run-created", "no-run-yet"])
+def test_points_queued_at_a_kill_reach_the_server_after_the_resume(
+    server, tmp_path, created
+):
+    """kill -9 while the points of steps 15 and 30 are still queued for the server
+    (the link to it cut: after the MLflow run was created, or before); the resume
+    from the checkpoint of step 30 sends them from the spool, then its own: each
+    step once, the values of the JSON lines, one MLflow run."""
+    client = server.wait_up()
+    link, name = Link(server.port), f"queued-{created}"
+    if not created:
+        link.cut()  # the killed run never reaches the server
+    mlflow = ["--mlflow", link.uri, "--mlflow-run-name", name]
+    killed = Run(tmp_path, "killed", *mlflow, "--hang-at", "32")
+    try:
+        if created:
+            _wait_until(
+                "the MLflow run's creation", lambda: _runs(client, name), killed
+            )
+            link.cut()  # before its first point goes out (the sender gathers 2 s)
+        folder = tmp_path / "checkpoints"
+        _wait_until("the checkpoint of step 30", _checkpoint_at(folder, 30), killed)
+        killed.process.send_signal(signal.SIGKILL)
+        killed.wait(30)
+    finally:
+        killed.kill()
+    spooled = [json.loads(line) for line in (folder / SPOOL_NAME).open()]
+    assert [point[4] for point in spooled if point[1] == "loss"] == [15, 30]
+    if created:  # the server has the run and none of its points
+        (held,) = _runs(client, name)
+        assert client.get_metric_history(held.info.run_id, "loss") == []
+    train_here(tmp_path, "--mlflow", server.uri, "--mlflow-run-name", name)
+    (run,) = _runs(client, name)  # continued, or created once by the resume
+    got = histories(client, run.info.run_id)
+    assert [step for step, _ in got["loss"]] == [15, 30, 45, 60]
+    for key in ("loss", "val_loss", "mae"):
+        rows = read_jsonl(tmp_path / "log.jsonl")
+        assert got[key] == [(r["step"], r[key]) for r in rows if key in r], key
+
+
+def _runs(client: MlflowClient, name: str) -> list:
+    """The runs named `name` in the experiment `resumable`."""
+    experiment = client.get_experiment_by_name("resumable")
+    if experiment is None:
+        return []
+    return client.search_runs(
+        [experiment.experiment_id], filter_string=f"attributes.run_name = '{name}'"
+    )
+
+
+def _wait_until(what: str, check, run: Run, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.process.poll() is None, run.log()
+        if check():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not happen in {timeout} s:\n{run.log()}")
+
+
+def _checkpoint_at(folder: Path, step: int):
+    def check() -> bool:
+        latest = StepCheckpoint.latest(folder) if folder.is_dir() else None
+        return latest is not None and latest.step >= step
+
+    return check
+
+
 # -- in process -------------------------------------------------------------------
 def test_logs_the_values_of_the_other_sinks_at_the_global_step(
     client, server, tmp_path
@@ -317,13 +409,20 @@ def test_validation_after_its_step_was_logged_joins_it_once(client, server, tmp_
     assert got["val_loss"] == [(6, lines[-1]["val_loss"])]
 
 
-def test_a_second_fit_continues_the_run_and_keeps_its_params(client, server, caplog):
+def test_a_second_fit_continues_the_run_and_keeps_its_params(
+    client, server, caplog, tmp_path
+):
     model = tiny_model()
     x, y = tiny_data(32)
+    spool = tmp_path / "spool.jsonl"  # a spool of its own: no WARNING for none
 
     def fit(params):
         sink = MLflowLogger(
-            every=4, tracking_uri=server.uri, experiment="again", params=params
+            every=4,
+            tracking_uri=server.uri,
+            experiment="again",
+            params=params,
+            spool=spool,
         )
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[sink])
         return sink.mlflow_run_id
@@ -386,7 +485,7 @@ class CutAt(keras.callbacks.Callback):
 
 
 def test_points_that_fail_are_retried_until_the_server_takes_them(
-    client, server, caplog, monkeypatch
+    client, server, caplog, monkeypatch, tmp_path
 ):
     """The link is down for 2 s from step 4: the points of steps 6-12 fail, are
     retried every 0.1-0.4 s, and all reach the server; one WARNING says so."""
@@ -396,7 +495,8 @@ def test_points_that_fail_are_retried_until_the_server_takes_them(
     link = Link(server.port)
     model = tiny_model()
     x, y = tiny_data(64)
-    sink = MLflowLogger(every=2, tracking_uri=link.uri, experiment="cut")
+    spool = tmp_path / "spool.jsonl"  # a spool of its own: no WARNING for none
+    sink = MLflowLogger(every=2, tracking_uri=link.uri, experiment="cut", spool=spool)
     with caplog.at_level(logging.INFO, logger="kerasteps"):
         model.fit(
             x,
@@ -425,7 +525,9 @@ def test_a_server_that_stays_down_gives_one_warning_and_no_secret(
     uri = f"http://me:s3cret-pw@127.0.0.1:{free_port()}"
     model = tiny_model()
     x, y = tiny_data(32)
-    sink = MLflowLogger(every=2, tracking_uri=uri, timeout=1.0)
+    sink = MLflowLogger(
+        every=2, tracking_uri=uri, timeout=1.0, spool=tmp_path / "spool.jsonl"
+    )
     with caplog.at_level(logging.INFO):
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[sink])
     assert kerasteps.global_step(model) == 8
@@ -450,6 +552,28 @@ def test_bad_arguments_are_refused_before_training_without_the_secret():
         MLflowLogger(timeout=-1)
     with pytest.raises(ValueError, match="at most 6000 characters.*long"):
         MLflowLogger(params={"long": "x" * 6001})
+    with pytest.raises(ValueError, match="`spool` must be a local file path"):
+        MLflowLogger(spool="gs://bucket/spool.jsonl")
+
+
+def test_without_a_checkpoint_or_spool_one_warning_says_so(server, caplog):
+    """No StepCheckpoint and no `spool=`: the points go to the server as ever, and
+    one WARNING says that those still queued at a crash would be lost."""
+    model = tiny_model()
+    x, y = tiny_data(32)
+    sink = MLflowLogger(every=2, tracking_uri=server.uri, experiment="unspooled")
+    with caplog.at_level(logging.WARNING, logger="kerasteps"):
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[sink])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        "MLflowLogger: no spool (no local StepCheckpoint directory in this fit() "
+        "and no `spool=`): the points still queued for the server at a crash are "
+        "lost."
+    ]
+    steps = [
+        m.step for m in server.wait_up().get_metric_history(sink.mlflow_run_id, "loss")
+    ]
+    assert sorted(steps) == list(range(2, 17, 2))
 
 
 def test_without_mlflow_the_message_names_the_extra(monkeypatch):

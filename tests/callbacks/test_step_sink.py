@@ -15,7 +15,14 @@ from kerasteps.callbacks import (
     StepTensorBoard,
     ValidateEvery,
 )
-from tests.helpers import Witness, read_jsonl, read_scalars, tiny_data, tiny_model
+from tests.helpers import (
+    Witness,
+    fit_steps,
+    read_jsonl,
+    read_scalars,
+    tiny_data,
+    tiny_model,
+)
 
 pytestmark = [pytest.mark.neutral, pytest.mark.keras_range]
 
@@ -303,3 +310,41 @@ def test_log_point_before_fit_is_written_as_the_run_begins_at_its_step(tmp_path)
         not (tmp_path / "other.jsonl").exists()
         or read_jsonl(tmp_path / "other.jsonl") == []
     )
+
+
+def test_a_sink_that_raises_costs_the_others_nothing_and_keeps_no_lock(
+    tmp_path, caplog
+):
+    """A user's sink raises at step 10: the other sinks and the checkpoint still
+    record step 10, every lock is given back, `fit()` raises the sink's error with
+    its name, and the next `fit()` finds the checkpoints as they were written."""
+    from kerasteps._files import _lock
+
+    class Broken(StepSink):
+        def __init__(self):
+            super().__init__(None, every=5)
+
+        def write(self, step, values, time):
+            if step == 10:
+                raise RuntimeError("the user's sink broke")
+
+    held = dict(_lock._HELD)
+    jsonl, folder = tmp_path / "log.jsonl", tmp_path / "ck"
+
+    def callbacks(*first):
+        return [*first, JSONLinesLogger(jsonl, every=5), StepCheckpoint(folder, 5)]
+
+    model = tiny_model()
+    with pytest.raises(RuntimeError, match="the user's sink broke") as raised:
+        fit_steps(model, 20, callbacks(Broken()))
+    assert "Broken" in " ".join(raised.value.__notes__)
+    assert "Broken raised RuntimeError at step 10" in caplog.text
+    assert [row["step"] for row in read_jsonl(jsonl)] == [5, 10]
+    assert [entry.step for entry in StepCheckpoint.list_checkpoints(folder)] == [5, 10]
+    assert _lock._HELD == held  # every lock given back, its file removed
+    assert sorted(p.name for p in tmp_path.rglob("*.lock")) == []
+    caplog.clear()
+    assert StepCheckpoint.restore_latest(model, folder) == 10
+    fit_steps(model, 10, callbacks())
+    assert "WARNING" not in caplog.text, caplog.text
+    assert [row["step"] for row in read_jsonl(jsonl)] == [5, 10, 15, 20]

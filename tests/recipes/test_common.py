@@ -85,3 +85,48 @@ def test_list_shows_the_recipes():
         "batch_vs_sgd Full-batch gradient descent vs per-example SGD vs "
         "mini-batches, measured." in lines
     )
+
+
+# ------------------------------------------------------------------ exit status
+LONG = {  # each long enough that the signal lands mid-training
+    "global_step": ["--steps", "100000"],
+    "image_classifier": ["--steps", "100000"],
+    "batch_vs_sgd": ["--epochs", "100000"],
+    "wgan": ["--steps", "100000"],
+    "wgan_images": ["--steps", "100000"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG))
+def test_a_recipe_stopped_by_sigterm_says_how_to_resume_and_exits_143(tmp_path, name):
+    """SIGTERM mid-training, as a scheduler sends it: the recipe saves, prints the
+    line that resumes it, and exits 128 + 15, so that a scheduler that requeues
+    failed jobs requeues it."""
+    import os
+    import signal
+    import time
+
+    command = [sys.executable, "-m", "kerasteps.cli", "run", name, *LONG[name]]
+    process = subprocess.Popen(
+        [*command, "--log-dir", str(tmp_path / "logs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    try:  # training began: its checkpoint's lock is taken, its handlers installed
+        deadline = time.monotonic() + 120
+        while not any((tmp_path / "logs").rglob("checkpoints/.kerasteps.lock")):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Interrupted") and last.endswith(
+        "; run again with --resume to continue."
+    ), err[-3000:]

@@ -44,6 +44,10 @@ class ResumeState:
         source: Where the state came from (a checkpoint's path), for messages.
         links: `{name: id}`: what the run is known as elsewhere, e.g. the id of its
             MLflow run (`MLflowLogger`), carried the same way as `run_id`.
+        forked_from: None, or for a fork (a checkpoint restored from a copy of
+            its folder while the original still exists) the run it branches off:
+            `{"run_id": ..., "step": ..., "links": {...}}`. A fork is a run of its
+            own (a new run id, no links): it never writes its parent's MLflow run.
 
     Example:
 
@@ -65,6 +69,7 @@ class ResumeState:
     examples_per_step: int | None = None
     source: str | None = None
     links: Mapping[str, str] = field(default_factory=dict)
+    forked_from: Mapping[str, Any] | None = None
 
     def attach(self, model: Any) -> None:
         """Hands this state to the model's next run (replacing any held before).

@@ -77,6 +77,8 @@ class RunCarry:
         #: False when the run continues a state whose run is unknown (a model loaded
         #: from a `.keras` file at a step > 0): its sinks continue what they find.
         self.run_known = carried_id is not None or start_step == 0
+        #: The run this one branches off (`ResumeState.forked_from`), or None.
+        self.forked_from = resume.forked_from if resume is not None else None
         self._snapshots: dict[int, _windows.State] = {start_step: {}}
         self.last_readers: list[Any] = []
 

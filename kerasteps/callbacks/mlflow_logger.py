@@ -26,6 +26,8 @@ LINK = "mlflow_run_id"
 RUN_ID_TAG = "kerasteps.run_id"
 #: The MLflow tag that records settings a resume changed (params cannot change).
 CHANGED_TAG = "kerasteps.params_changed"
+#: The MLflow tag of a fork's run: the parent's MLflow and kerasteps run ids, the step.
+FORK_TAG = "kerasteps.forked_from"
 #: The spool's file name in a `StepCheckpoint`'s directory.
 SPOOL_NAME = "mlflow-spool.jsonl"
 
@@ -57,6 +59,12 @@ class MLflowLogger(StepSink):
     already holds. MLflow's parameters cannot change: a resume with other
     `params` keeps the run's, logs a WARNING naming each difference, and records
     them in the tag `kerasteps.params_changed`.
+
+    **A copy is a fork.** A checkpoint restored from a copy of its folder while the
+    original is still there (`cp -r A B`, then a resume of B) starts a new MLflow
+    run, tagged `kerasteps.forked_from` with the parent's MLflow run id and step:
+    the fork never writes its parent's run. A folder that was moved (the original
+    is gone) continues its run.
 
     **Nothing queued is lost.** Each point is also appended to a local spool (JSON
     lines, handed to the operating system before the point is queued for the
@@ -182,6 +190,7 @@ class MLflowLogger(StepSink):
             linked_run=self.run.links.get(LINK),
             kerasteps_run=self.run.run_id,
             start_step=start_step,
+            forked_from=self.run.forked_from,
         )
         self._sender = _tracking.Sender(
             name="MLflowLogger",
@@ -281,7 +290,7 @@ class MLflowLogger(StepSink):
             run = client.create_run(
                 _experiment_id(client, self.experiment),
                 run_name=self.run_name,
-                tags={**self.tags, RUN_ID_TAG: target.kerasteps_run},
+                tags={**self.tags, RUN_ID_TAG: target.kerasteps_run, **_fork(target)},
             )
             _log_params(client, run.info.run_id, self.run_params)
             last: dict[str, int] = {}
@@ -340,6 +349,21 @@ class _Target:
     linked_run: str | None
     kerasteps_run: str
     start_step: int
+    forked_from: Mapping[str, Any] | None = None
+
+
+def _fork(target: _Target) -> dict[str, str]:
+    """The fork tag of a new run that branches off another (`StepRun.forked_from`):
+    `{"mlflow_run_id": ..., "run_id": ..., "step": ...}`, as JSON."""
+    parent = target.forked_from
+    if not parent:
+        return {}
+    record = {
+        "mlflow_run_id": dict(parent.get("links", {})).get(LINK),
+        "run_id": parent.get("run_id"),
+        "step": parent.get("step"),
+    }
+    return {FORK_TAG: json.dumps(record)}
 
 
 def _find_run(client: Any, target: _Target, experiment: str | None) -> Any:

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from kerasteps import steps as steps_lib
-from kerasteps._files import _lock
+from kerasteps._files import _atomic, _lock
 from kerasteps._files._paths import writable_dir
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_int
@@ -84,15 +84,50 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> int:
     # The sinks' windows that began before the save continue in the next run, which
     # is the same run as the one that saved (its sinks drop their points after it).
     step = steps_lib.global_step(model)
+    run_id = run_id if _sinks.is_run_id(run_id) else None
+    forked_from = None
+    original = _original(info, meta.get("directory"))
+    if original is not None and run_id is not None:
+        # A copy of the folder, restored while the original is still there: a run
+        # of its own that branches off the original's (which it never writes).
+        forked_from = {"run_id": run_id, "step": step, "links": dict(links)}
+        run_id, links = None, {}
+        logger.info(
+            "StepCheckpoint: %s is a copy of %s, which is still there: this run is a "
+            "fork of run %s at step %d, with a run id, sinks' claims and MLflow run "
+            "of its own.",
+            info.path,
+            original,
+            forked_from["run_id"],
+            step,
+        )
     ResumeState(
         step=step,
         windows=windows,
-        run_id=run_id if _sinks.is_run_id(run_id) else None,
+        run_id=run_id,
         examples_per_step=per_step,
         source=info.path,
         links=links,
+        forked_from=forked_from,
     ).attach(model)
     return step
+
+
+def _where(directory: str) -> str:
+    """A checkpoint directory as `meta.json` records it: absolute when local."""
+    return os.path.realpath(directory) if _atomic.is_local(directory) else directory
+
+
+def _original(info: CheckpointInfo, saved_in: object) -> str | None:
+    """The checkpoint `info` was copied from, when it was saved in another local
+    directory that still holds it; else None (saved here, or moved here)."""
+    if not isinstance(saved_in, str) or not _atomic.is_local(info.path):
+        return None
+    here = os.path.dirname(os.path.realpath(info.path))
+    original = os.path.join(saved_in, info.name)
+    if saved_in == here or not os.path.isfile(os.path.join(original, "meta.json")):
+        return None
+    return original
 
 
 def set_aside_lines(store: CheckpointStore, info: CheckpointInfo | None) -> list[str]:
@@ -463,7 +498,9 @@ class StepCheckpoint(StepCallback):
         run = self._run
         if run is None or run.model is not model:
             return {}
-        meta = {"run_id": run.run_id}
+        # Where it was saved: a copy of the folder restored while this one still
+        # exists is a fork (`_attach_run_state`).
+        meta = {"run_id": run.run_id, "directory": _where(self.directory)}
         if run.links:
             meta["links"] = dict(run.links)
         if run.step == step:

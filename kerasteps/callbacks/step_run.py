@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from kerasteps import distribute
@@ -47,6 +48,9 @@ class StepRun:
             `fit()` to the next; a callback that creates the run in another system
             records its id here (`MLflowLogger`: `"mlflow_run_id"`) to find it
             again on resume. Ids are strings of at most 256 characters.
+        forked_from: None, or the run this one branches off (a checkpoint
+            restored from a copy of its folder while the original still exists):
+            `{"run_id": ..., "step": ..., "links": {...}}`.
         thread: The id of the thread that runs `fit()` (Keras calls the callbacks'
             hooks there).
         non_finite_at: The step where a guard found a non-finite value
@@ -80,6 +84,7 @@ class StepRun:
         self.run_id: str = carry.run_id
         self.run_known: bool = carry.run_known
         self.links: dict[str, str] = carry.links
+        self.forked_from: Mapping[str, Any] | None = carry.forked_from
         self.thread: int = threading.get_ident()
         self.non_finite_at: int | None = None
 

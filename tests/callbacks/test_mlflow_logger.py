@@ -311,6 +311,51 @@ def test_points_queued_at_a_kill_reach_the_server_after_the_resume(
         assert got[key] == [(r["step"], r[key]) for r in rows if key in r], key
 
 
+def test_a_copied_folder_forks_and_a_moved_one_continues(server, tmp_path):
+    """A run trained to 30, its folder copied (`cp -r A B`) and both resumed to
+    60: B is a fork, with an MLflow run of its own tagged with its parent's id and
+    step; A's run holds A's points only. A folder moved (the original gone)
+    continues its run."""
+    import shutil
+
+    client = server.wait_up()
+    a, b, moved = tmp_path / "a", tmp_path / "b", tmp_path / "moved"
+    train_here(a, "--max-steps", "30", "--mlflow", server.uri, "--mlflow-run-name", "a")
+    shutil.copytree(a, b)
+    train_here(b, "--mlflow", server.uri, "--mlflow-run-name", "b")
+    train_here(a, "--mlflow", server.uri, "--mlflow-run-name", "a-again")
+    (parent,) = _runs(client, "a")
+    (fork,) = _runs(client, "b")
+    assert _runs(client, "a-again") == []  # A continued its run
+    assert json.loads(fork.data.tags["kerasteps.forked_from"]) == {
+        "mlflow_run_id": parent.info.run_id,
+        "run_id": parent.data.tags["kerasteps.run_id"],
+        "step": 30,
+    }
+    assert fork.data.tags["kerasteps.run_id"] != parent.data.tags["kerasteps.run_id"]
+    for run, folder, steps in ((parent, a, [15, 30, 45, 60]), (fork, b, [45, 60])):
+        got = histories(client, run.info.run_id)["loss"]
+        rows = read_jsonl(folder / "log.jsonl")
+        assert [step for step, _ in got] == steps
+        assert got == [(r["step"], r["loss"]) for r in rows if r["step"] in steps]
+    # B's JSON lines keep the shared history up to 30, then its own.
+    assert [r["step"] for r in read_jsonl(b / "log.jsonl") if "loss" in r] == [
+        15,
+        30,
+        45,
+        60,
+    ]
+    # A moved folder is no fork: its resume continues its MLflow run.
+    train_here(b, "--max-steps", "90", "--mlflow", server.uri, "--mlflow-run-name", "x")
+    shutil.move(b, moved)
+    train_here(
+        moved, "--max-steps", "120", "--mlflow", server.uri, "--mlflow-run-name", "y"
+    )
+    assert _runs(client, "x") == [] and _runs(client, "y") == []
+    steps = [step for step, _ in histories(client, fork.info.run_id)["loss"]]
+    assert steps == [45, 60, 75, 90, 105, 120]
+
+
 def _runs(client: MlflowClient, name: str) -> list:
     """The runs named `name` in the experiment `resumable`."""
     experiment = client.get_experiment_by_name("resumable")

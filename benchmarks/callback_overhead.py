@@ -14,7 +14,9 @@ Runs, in one process and in interleaved rounds (the order shuffled each round),
 - with `--mlflow`, `mlflow`: `MLflowLogger(every=10)` alone, logging to a tracking
   server: `--mlflow URI`, or `--mlflow` alone to start `mlflow server` on this
   machine (SQLite store in a temp folder) for the benchmark. The server shares the
-  machine's cores with the fit, as a local server does;
+  machine's cores with the fit, as a local server does; and `mlflow_spool`, the
+  same logger with its spool (`spool=`), which appends each point to a local file
+  before queueing it;
 
 and prints, for each, the median steps/s and its ratio to the bare fit, by wall clock
 and per CPU-second of the process (all its threads). On the 2-core machine these
@@ -219,7 +221,17 @@ def main() -> None:
                         MLflowLogger(
                             MLFLOW_EVERY, tracking_uri=uri, experiment="overhead"
                         )
-                    ]
+                    ],
+                    # The same with its spool (a StepCheckpoint's directory gives
+                    # one; here a file): each point also appended to it.
+                    "mlflow_spool": [
+                        MLflowLogger(
+                            MLFLOW_EVERY,
+                            tracking_uri=uri,
+                            experiment="overhead",
+                            spool=os.path.join(root, f"spool{run}.jsonl"),
+                        )
+                    ],
                 }
                 if uri
                 else {}

@@ -5,7 +5,9 @@ N steps, a WGAN `train_step` subclass, reusable models, recipes and a launcher.
 `global_step`, `step_counters`, `count_optimizer_steps` and `load_model` import
 Keras on first use, so `import kerasteps` (and the `kerasteps` launcher's `--help`,
 `list`, `summary`, `plot`) stays fast. `quiet_startup()`, called before the first
-`import keras`, starts TensorFlow without its start-up log lines.
+`import keras`, starts TensorFlow without its start-up log lines. A Keras newer than
+the tested range gets one WARNING naming the range: here when Keras is imported
+already, else when kerasteps first imports it.
 
 Example:
 
@@ -14,10 +16,15 @@ Example:
 Every(100, start=1)
 """
 
+import sys
 from typing import Any
 
+from kerasteps import _compat
 from kerasteps._startup import quiet_startup
 from kerasteps.schedule import Every
+
+if "keras" in sys.modules:  # else `kerasteps.steps` checks, as it imports Keras
+    _compat.check_keras_version()
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import re
 import sys
 import types
@@ -48,8 +49,11 @@ __all__ = [
     "restore_jax_sharding_spec",
     "saveable_children",
     "snake_case",
+    "sync_jax_state",
     "use_tensorboard_stub",
 ]
+
+logger = logging.getLogger("kerasteps")
 
 
 @functools.cache
@@ -68,27 +72,55 @@ def keras_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-#: The lowest Keras kerasteps supports (pyproject.toml; CI: .ci/keras-lowest).
+#: The tested range of Keras, `(major, minor)`: the lowest kerasteps supports (CI:
+#: .ci/keras-lowest) and the newest CI tests. pyproject.toml's `keras>=3.10,<3.16`
+#: says the same (tests/test_compat.py checks that they agree). A new Keras joins
+#: the range when tests/test_compat.py and the suite pass on it.
 LOWEST_KERAS = (3, 10)
+NEWEST_TESTED_KERAS = (3, 15)
 
 
 def check_keras_version() -> None:
     """Raises `ImportError` naming the version needed when Keras is older than
-    `LOWEST_KERAS` (pip refuses such an install; `--no-deps` does not).
+    `LOWEST_KERAS` (pip refuses such an install; `--no-deps` does not), and logs
+    one WARNING (once a process) naming the tested range when it is newer than
+    `NEWEST_TESTED_KERAS` (a `keras-nightly`, or an install with `--no-deps`).
 
     Example:
 
     >>> from kerasteps._compat import check_keras_version
-    >>> check_keras_version()  # Keras 3.10 or newer: nothing happens
+    >>> check_keras_version()  # Keras 3.10 to 3.15: nothing happens
     """
-    if keras_version() < LOWEST_KERAS:
-        import keras
+    import keras
 
-        needed = ".".join(map(str, LOWEST_KERAS))
+    if keras_version() < LOWEST_KERAS:
+        needed = _dotted(LOWEST_KERAS)
         raise ImportError(
             f"kerasteps needs Keras {needed} or newer; this Python has Keras "
             f"{keras.version()}. Upgrade it: pip install 'keras>={needed}'"
         )
+    if keras_version() > NEWEST_TESTED_KERAS:
+        _warn_untested_keras(keras.version())
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+@functools.cache
+def _warn_untested_keras(version: str) -> None:
+    """Logs, once a process, that Keras `version` is newer than the tested range."""
+    major, minor = NEWEST_TESTED_KERAS
+    logger.warning(
+        "kerasteps is tested with Keras %s to %s; this Python has Keras %s, newer "
+        "than that range, and kerasteps may fail with it in ways its tests have not "
+        "seen. A tested one: pip install 'keras>=%s,<%s'",
+        _dotted(LOWEST_KERAS),
+        _dotted(NEWEST_TESTED_KERAS),
+        version,
+        _dotted(LOWEST_KERAS),
+        _dotted((major, minor + 1)),
+    )
 
 
 # -- the training loop ----------------------------------------------------------------
@@ -198,10 +230,12 @@ class JaxTrainerWithOptimizers:
     optimizers other than `model.optimizer` (a GAN's two).
 
     Keras's JAX trainer carries `model.optimizer.variables` from step to step, in
-    four private methods. These are the same methods with
+    four methods (three private). These are the same methods with
     `self._all_optimizer_variables()` (which the subclass defines) where Keras has
     `self.optimizer.variables`, and otherwise Keras's own; they take Keras's flags
-    (`trainable_variables=True`, ...) by name only, as Keras passes them.
+    (`trainable_variables=True`, ...) by name only, as Keras passes them. The
+    state sync is defined under both its names, `state_sync` (Keras >= 3.16, which
+    calls it by that name) and `jax_state_sync` (Keras < 3.16).
 
     Why: the trainer's state is built and put back in private methods only; Keras
     has no public way to say which optimizers a custom `train_step` updates.
@@ -227,7 +261,7 @@ class JaxTrainerWithOptimizers:
     def _purge_model_variables(self, **wanted):
         self._get_jax_state(purge_model_variables=True, **wanted)
 
-    def jax_state_sync(self):
+    def state_sync(self):
         state = getattr(self, "_jax_state", None)
         if not state or self._jax_state_synced:
             return
@@ -237,19 +271,62 @@ class JaxTrainerWithOptimizers:
                     ref_v.assign(v)
         self._jax_state_synced = True
 
+    def jax_state_sync(self):
+        self.state_sync()  # Keras < 3.16's name (later Keras: an alias of it)
+
     def _get_state_sharding_spec(self):
         trainable, non_trainable, _, metrics = super()._get_state_sharding_spec()
         optimizer = [v.value.sharding for v in self._all_optimizer_variables()]
         return trainable, non_trainable, optimizer, metrics
 
 
+def sync_jax_state(model: Any) -> None:
+    """Puts the state of a JAX training run in progress into the model's
+    variables (Keras keeps it apart until then); nothing on other backends.
+
+    Why: not a private name but a rename: Keras 3.16 calls the JAX trainer's
+    `jax_state_sync()` `state_sync()` (the old name an alias of it). Only the new
+    name reaches a `JaxTrainerWithOptimizers` through Keras's own calls, so it is
+    called first.
+
+    Args:
+        model: A `keras.Model` (or any object: one with neither method is left).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import sync_jax_state
+    >>> sync_jax_state(keras.Sequential([keras.Input((1,))]))
+    """
+    for name in ("state_sync", "jax_state_sync"):
+        sync = getattr(model, name, None)
+        if callable(sync):
+            sync()
+            return
+
+
+def _trainer_class(module: types.ModuleType) -> type:
+    """The trainer class that a Keras backend's `trainer` module defines.
+
+    Why: Keras < 3.16 names it after the backend (`TensorFlowTrainer`,
+    `JAXTrainer`), later Keras `Trainer` in every backend (in Keras < 3.16 that
+    module's `Trainer`, if any, is not its own class).
+    """
+    for name in ("Trainer", "TensorFlowTrainer", "JAXTrainer"):
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and cls.__module__ == module.__name__:
+            return cls
+    raise AttributeError(f"{module.__name__} defines no trainer class")
+
+
 def patch_tf_multi_worker() -> None:
     """Makes Keras's TensorFlow trainer work under `MultiWorkerMirroredStrategy`.
 
-    Two functions of Keras's TensorFlow trainer are replaced: the symbolic build at
-    the start of `fit()` builds on the first replica's part of a batch, element by
-    element (Keras reduces an `(x, y)` batch as one value: `Attempt to convert a
-    value (PerReplica...)`); `reduce_per_replica` averages scalar logs across
+    Two functions of Keras's TensorFlow trainer (`TensorFlowTrainer`, `Trainer`
+    from Keras 3.16) are replaced: the symbolic build at the start of `fit()`
+    builds on the first replica's part of a batch, element by element (Keras
+    reduces an `(x, y)` batch as one value: `Attempt to convert a value
+    (PerReplica...)`); `reduce_per_replica` averages scalar logs across
     workers with `axis=None` (Keras uses `axis=0`: `Invalid reduction dimension 0
     for input with 0 dimensions`). Outside multi-worker mode both call Keras's own.
     Call it once (`kerasteps.distribute.patch_keras_multi_worker` does).
@@ -261,9 +338,10 @@ def patch_tf_multi_worker() -> None:
     import tensorflow as tf
     from keras.src.backend.tensorflow import trainer as tf_trainer
 
+    trainer = _trainer_class(tf_trainer)
     multi_worker = tf_trainer._collective_all_reduce_multi_worker
     original_reduce = tf_trainer.reduce_per_replica
-    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+    original_build = trainer._maybe_symbolic_build
 
     def reduce_per_replica(values, strategy, reduction):
         if not multi_worker(strategy) or reduction not in ("auto", "mean"):
@@ -293,7 +371,7 @@ def patch_tf_multi_worker() -> None:
             self._symbolic_build(data_batch=data_batch)
 
     tf_trainer.reduce_per_replica = reduce_per_replica
-    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = _maybe_symbolic_build
+    trainer._maybe_symbolic_build = _maybe_symbolic_build
 
 
 # -- optimizers -------------------------------------------------------------------

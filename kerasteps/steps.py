@@ -415,12 +415,11 @@ def sync_trained_state(model: keras.Model) -> None:
     """Attaches the trained state to the model's variables (JAX keeps it apart).
 
     Under JAX, Keras holds the state of an epoch in progress outside the model's
-    variables; reading them mid-epoch needs this first (as `Callback.model` does).
-    Other backends train the variables in place: nothing to do.
+    variables; reading them mid-epoch needs this first (as `Callback.model` does),
+    by the name the installed Keras calls (`_compat.sync_jax_state`). Other
+    backends train the variables in place: nothing to do.
     """
-    sync = getattr(model, "jax_state_sync", None)
-    if callable(sync):
-        sync()
+    _compat.sync_jax_state(model)
 
 
 def step_counters(model: keras.Model) -> dict[str, int]:

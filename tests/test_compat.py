@@ -13,10 +13,13 @@ import ast
 import contextlib
 import inspect
 import io
+import logging
 import os
 import struct
 import subprocess
 import sys
+import tomllib
+import types
 from pathlib import Path
 
 import keras
@@ -25,6 +28,7 @@ import pytest
 
 from kerasteps import _compat
 from kerasteps.checkpoint._model_state import StateLayout
+from kerasteps.steps import sync_trained_state
 from tests.helpers import ROOT
 
 BACKEND = keras.backend.backend()
@@ -33,9 +37,15 @@ BACKEND = keras.backend.backend()
 pytestmark = pytest.mark.keras_range
 
 
-def _class_methods(module: str, cls: str) -> dict[str, list[str]]:
-    """`{method: [argument names]}` of a class in a Keras module, read with `ast`
-    (a file path: `find_spec` would import the parent package, JAX's)."""
+#: The names a backend's trainer class has had: Keras < 3.16 names it after the
+#: backend, later Keras `Trainer` in every backend.
+TRAINER_NAMES = ("Trainer", "JAXTrainer", "TensorFlowTrainer")
+
+
+def _class_methods(module: str, *names: str) -> dict[str, list[str]]:
+    """`{method: [argument names]}` of the first class found of `names` in a Keras
+    module, read with `ast` (a file path: `find_spec` would import the parent
+    package, JAX's)."""
     import keras.src
 
     parts = module.split(".")
@@ -43,14 +53,15 @@ def _class_methods(module: str, cls: str) -> dict[str, list[str]]:
     path = Path(keras.src.__file__).parent.joinpath(*parts[2:]).with_suffix(".py")
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for name in names:
+        if name in classes:
             return {
                 item.name: [a.arg for a in item.args.args]
-                for item in node.body
+                for item in classes[name].body
                 if isinstance(item, ast.FunctionDef)
             }
-    raise AssertionError(f"{module} has no class {cls}")
+    raise AssertionError(f"{module} has no class {' or '.join(names)}")
 
 
 def _tiny_model(**compile_kwargs) -> keras.Model:
@@ -132,7 +143,7 @@ def test_once_before_train_step_runs_the_latest_action_once():
 
 
 def test_restore_jax_sharding_spec():
-    methods = _class_methods("keras.src.backend.jax.trainer", "JAXTrainer")
+    methods = _class_methods("keras.src.backend.jax.trainer", *TRAINER_NAMES)
     if _compat.keras_version() < (3, 12):
         assert "_record_training_state_sharding_spec" in methods, (
             "restore_jax_sharding_spec: JAXTrainer has no "
@@ -150,23 +161,27 @@ def test_restore_jax_sharding_spec():
 
 
 def test_jax_trainer_with_optimizers_signatures():
-    methods = _class_methods("keras.src.backend.jax.trainer", "JAXTrainer")
+    methods = _class_methods("keras.src.backend.jax.trainer", *TRAINER_NAMES)
     state = ["trainable_variables", "non_trainable_variables"]
     state += ["optimizer_variables", "metrics_variables"]
     expected = {
         "_get_jax_state": ["self", *state, "purge_model_variables"],
         "_purge_model_variables": ["self", *state],
-        "jax_state_sync": ["self"],
     }
     if _compat.keras_version() >= (3, 12):
         expected["_get_state_sharding_spec"] = ["self"]
+    # The state sync: `jax_state_sync` before Keras 3.16, `state_sync` after (the
+    # old name an alias of it); the mixin defines both.
+    syncs = [name for name in ("state_sync", "jax_state_sync") if name in methods]
+    assert syncs, "JaxTrainerWithOptimizers: the JAX trainer has no state sync"
+    expected.update({name: ["self"] for name in syncs})
     for name, args in expected.items():
         assert methods.get(name) == args, (
-            f"JaxTrainerWithOptimizers: JAXTrainer.{name} is now "
+            f"JaxTrainerWithOptimizers: the JAX trainer's {name} is now "
             f"{methods.get(name)}, expected {args}"
         )
     source = inspect.getsource(_compat.JaxTrainerWithOptimizers)
-    for name in expected:
+    for name in [*expected, "state_sync", "jax_state_sync"]:
         assert f"def {name}(" in source
 
 
@@ -200,14 +215,15 @@ def test_jax_trainer_with_optimizers_trains_as_keras():
 def test_patch_tf_multi_worker():
     import tensorflow as tf
     from keras.src.backend.tensorflow import trainer as tf_trainer
-    from keras.src.trainers import trainer as base_trainer
 
     name = "patch_tf_multi_worker"
     params = inspect.signature(tf_trainer.reduce_per_replica).parameters
     assert list(params) == ["values", "strategy", "reduction"], name
-    build = inspect.signature(tf_trainer.TensorFlowTrainer._maybe_symbolic_build)
+    trainer = _compat._trainer_class(tf_trainer)
+    assert issubclass(type(_tiny_model()), trainer), f"{name}: not Keras's trainer"
+    build = inspect.signature(trainer._maybe_symbolic_build)
     assert list(build.parameters) == ["self", "iterator", "data_batch"], name
-    symbolic = inspect.signature(base_trainer.Trainer._symbolic_build)
+    symbolic = inspect.signature(trainer._symbolic_build)
     assert "data_batch" in symbolic.parameters, name
     assert (
         tf_trainer._collective_all_reduce_multi_worker(tf.distribute.get_strategy())
@@ -225,6 +241,115 @@ def test_patch_tf_multi_worker():
         batch = next(item[-1])
         assert tuple(batch[0].shape) == (2, 2), name
         break
+
+
+@pytest.mark.tensorflow_only("TensorFlow's trainer")
+def test_patch_tf_multi_worker_on_the_trainer_renamed(monkeypatch):
+    """Keras 3.16 calls `TensorFlowTrainer` `Trainer`: the patch finds it by
+    either name (here the installed class, under the new name only)."""
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    trainer = getattr(tf_trainer, "TensorFlowTrainer", None) or tf_trainer.Trainer
+    # What the patch replaces, put back after the test.
+    monkeypatch.setattr(tf_trainer, "reduce_per_replica", tf_trainer.reduce_per_replica)
+    monkeypatch.setattr(trainer, "_maybe_symbolic_build", trainer._maybe_symbolic_build)
+    monkeypatch.delattr(tf_trainer, "TensorFlowTrainer", raising=False)
+    monkeypatch.setattr(tf_trainer, "Trainer", trainer, raising=False)
+    before = trainer._maybe_symbolic_build
+    _compat.patch_tf_multi_worker()
+    assert trainer._maybe_symbolic_build is not before, "patch_tf_multi_worker"
+
+
+def test_trainer_class_finds_the_module_s_own_class():
+    class Trainer:  # a base class the module imported: not its own
+        pass
+
+    old = types.ModuleType("old_backend_trainer")
+    old.Trainer = Trainer
+    old.JAXTrainer = type("JAXTrainer", (Trainer,), {"__module__": old.__name__})
+    new = types.ModuleType("new_backend_trainer")
+    new.Trainer = type("Trainer", (), {"__module__": new.__name__})
+    assert _compat._trainer_class(old) is old.JAXTrainer
+    assert _compat._trainer_class(new) is new.Trainer
+    with pytest.raises(AttributeError, match="defines no trainer class"):
+        _compat._trainer_class(types.ModuleType("empty"))
+
+
+class _Variable:
+    def __init__(self):
+        self.value = None
+
+    def assign(self, value):
+        self.value = value
+
+
+class _RenamedJaxTrainer:
+    """A test double of Keras >= 3.16's JAX trainer: its state sync is called
+    `state_sync` only, it puts back `self.optimizer`'s variables (Keras's own code,
+    trimmed), and `fit()` calls it by that name as it ends."""
+
+    def __init__(self):
+        self.trainable_variables = [_Variable()]
+        self.non_trainable_variables = []
+        self.metrics_variables = []
+        self.optimizer = types.SimpleNamespace(variables=[_Variable()])
+        self.second_optimizer = types.SimpleNamespace(variables=[_Variable()])
+        self._jax_state_synced = True
+
+    def state_sync(self):
+        if not getattr(self, "_jax_state", None) or self._jax_state_synced:
+            return
+        state = self._jax_state
+        pairs = [  # as Keras zips them: to the shorter
+            *zip(self.trainable_variables, state["trainable_variables"], strict=False),
+            *zip(self.optimizer.variables, state["optimizer_variables"], strict=False),
+        ]
+        for ref_v, v in pairs:
+            ref_v.assign(v)
+        self._jax_state_synced = True
+
+    def fit(self):
+        self._jax_state = {"trainable_variables": [1.0], "optimizer_variables": [2, 3]}
+        self._jax_state_synced = False
+        self.state_sync()
+
+
+def test_jax_trainer_with_optimizers_syncs_under_the_new_name():
+    class Carried(_compat.JaxTrainerWithOptimizers, _RenamedJaxTrainer):
+        def _all_optimizer_variables(self):
+            return [*self.optimizer.variables, *self.second_optimizer.variables]
+
+    for sync in ("fit", "state_sync", "jax_state_sync"):
+        model = Carried()
+        model.fit()
+        model._jax_state_synced = False
+        getattr(model, sync)()
+        variables = [*model.trainable_variables, *model._all_optimizer_variables()]
+        values = [v.value for v in variables]
+        assert values == [1.0, 2, 3], (
+            f"JaxTrainerWithOptimizers: after {sync}() the model holds {values}: "
+            "Keras 3.16's `state_sync` no longer puts back every optimizer's state"
+        )
+
+
+def test_sync_jax_state_calls_the_name_keras_has():
+    class Sync:
+        def __init__(self, *names):
+            self.calls = []
+            for name in names:
+                setattr(self, name, lambda name=name: self.calls.append(name))
+
+    for names, called in [
+        (("state_sync",), ["state_sync"]),  # Keras >= 3.16
+        (("jax_state_sync",), ["jax_state_sync"]),  # Keras < 3.16
+        (("state_sync", "jax_state_sync"), ["state_sync"]),  # the mixin
+        ((), []),  # another backend
+    ]:
+        model = Sync(*names)
+        sync_trained_state(model)  # through `_compat.sync_jax_state`
+        assert model.calls == called, (
+            f"sync_jax_state: a model with {names} got {model.calls}"
+        )
 
 
 # -- optimizers -------------------------------------------------------------------
@@ -443,3 +568,85 @@ def test_check_keras_version_names_the_version_needed(monkeypatch):
         "Upgrade it: pip install 'keras>=3.10'"
     )
     _compat.check_keras_version()  # the installed Keras passes
+
+
+def _dotted(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _untested() -> tuple[str, str, str]:
+    """A Keras version above the tested range, the range as the WARNING names it
+    ("3.10 to 3.15") and the pip requirement it gives ("keras>=3.10,<3.16")."""
+    lowest, (major, minor) = _compat.LOWEST_KERAS, _compat.NEWEST_TESTED_KERAS
+    return (
+        f"{major}.{minor + 1}.0.dev2026102704",
+        f"{_dotted(lowest)} to {major}.{minor}",
+        f"keras>={_dotted(lowest)},<{major}.{minor + 1}",
+    )
+
+
+def test_check_keras_version_warns_once_above_the_tested_range(monkeypatch, caplog):
+    version, tested, requirement = _untested()
+    monkeypatch.setattr(keras, "version", lambda: version)
+    _compat.keras_version.cache_clear()
+    _compat._warn_untested_keras.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kerasteps"):
+            _compat.check_keras_version()
+            _compat.check_keras_version()
+    finally:
+        monkeypatch.undo()
+        _compat.keras_version.cache_clear()
+        _compat._warn_untested_keras.cache_clear()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in warnings] == ["kerasteps"], caplog.text
+    message = warnings[0].getMessage()
+    assert message.startswith(
+        f"kerasteps is tested with Keras {tested}; this Python has Keras {version}, "
+        "newer than that range"
+    ), message
+    assert message.endswith(f"A tested one: pip install '{requirement}'"), message
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kerasteps"):
+        _compat.check_keras_version()  # the installed Keras
+    if _compat.keras_version() <= _compat.NEWEST_TESTED_KERAS:
+        assert caplog.records == [], "check_keras_version: a Keras in the range"
+
+
+@pytest.mark.parametrize("keras_first", [True, False], ids=["keras-first", "after"])
+def test_import_under_a_newer_keras_warns_once(keras_first):
+    """`import kerasteps` after `import keras` warns; before it, the first part of
+    kerasteps that imports Keras does; either way once."""
+    version, tested, _ = _untested()
+    code = (
+        "import logging\n"
+        "logging.basicConfig(format='%(levelname)s:%(name)s: %(message)s')\n"
+        f"if {not keras_first}: import kerasteps\n"
+        "import keras\n"
+        f"keras.version = lambda: {version!r}\n"
+        "import kerasteps, kerasteps.steps\n"
+        "kerasteps.global_step\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    err = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stderr
+    ours = [line for line in err.splitlines() if line.startswith("WARNING:kerasteps")]
+    assert len(ours) == 1, err
+    assert f"tested with Keras {tested}; this Python has Keras {version}," in ours[0]
+
+
+def test_tested_range_is_the_one_pyproject_and_ci_declare():
+    """`LOWEST_KERAS` and `NEWEST_TESTED_KERAS` are pyproject.toml's Keras bounds
+    (`keras>=3.10,<3.16`) and the Keras that .ci/keras-lowest installs."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (spec,) = [d for d in project["dependencies"] if d.startswith("keras")]
+    requirement = _untested()[2]
+    assert spec == requirement, f"pyproject.toml: {spec!r}, _compat: {requirement!r}"
+    pins = (ROOT / ".ci" / "keras-lowest.txt").read_text().split()
+    assert f"keras=={_dotted(_compat.LOWEST_KERAS)}.0" in pins, pins

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kerasteps._validate import check_int, check_name, check_that, is_mapping_of
+
 __all__ = ["ResumeState"]
 
 #: The model attribute that holds the state until the next run takes it. The model
@@ -18,6 +20,9 @@ __all__ = ["ResumeState"]
 #: static method called before the callbacks of the run exist, and
 #: `kerasteps.data.skip_consumed(dataset, model)` runs before `fit()`.
 _ATTRIBUTE = "_kerasteps_resume_state"
+
+
+_WINDOWS = "a mapping {schedule: {metric: [total, count]}}"
 
 
 @dataclass(frozen=True)
@@ -32,9 +37,13 @@ class ResumeState:
     resume with another batch size is refused. A `fit()` that ends attaches the
     state at its final step, so that the model's next `fit()` continues the run.
 
+    Each field is checked when the state is made (`TypeError` or `ValueError`
+    naming it).
+
     Attributes:
-        step: The global step the state belongs to. A run that starts at another
-            step (the model trained or was restored again in between) ignores it.
+        step: The global step the state belongs to (an int >= 0). A run that
+            starts at another step (the model trained or was restored again in
+            between) ignores it.
         windows: Per schedule (`repr(every)`), the `[total, count]` of each mean
             metric since that schedule's previous point: the open windows.
         run_id: The id of the run that saved the state (32 hex digits), or None
@@ -70,6 +79,19 @@ class ResumeState:
     source: str | None = None
     links: Mapping[str, str] = field(default_factory=dict)
     forked_from: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_int("step", self.step, 0)
+        ok = is_mapping_of(self.windows, Mapping)
+        check_that("windows", self.windows, ok, _WINDOWS)
+        check_name(self.run_id, "run_id", optional=True)
+        if self.examples_per_step is not None:
+            check_int("examples_per_step", self.examples_per_step)
+        check_name(self.source, "source", optional=True)
+        ok = is_mapping_of(self.links, str)
+        check_that("links", self.links, ok, "a mapping {name: id} of strings")
+        ok = self.forked_from is None or is_mapping_of(self.forked_from)
+        check_that("forked_from", self.forked_from, ok, "None or a mapping")
 
     def attach(self, model: Any) -> None:
         """Hands this state to the model's next run (replacing any held before).

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import logging
 import queue
+import re
 import threading
 import time
 import urllib.parse
@@ -44,6 +46,68 @@ def require_mlflow(user: str) -> None:
             f"{user} needs MLflow's client, which is not installed: "
             "`pip install kerasteps[mlflow]` (mlflow-skinny), or `pip install mlflow`."
         )
+
+
+#: The schemes MLflow's client serves itself (its tracking store registry); a
+#: database's (`sqlite:///mlflow.db`, `postgresql+psycopg2://...`) only with
+#: SQLAlchemy installed; a plugin's through the `mlflow.tracking_store` entry points.
+SCHEMES = ("", "file", "databricks", "databricks-uc", "uc", "http", "https")
+DATABASE_SCHEMES = ("postgresql", "mysql", "sqlite", "mssql")
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why MLflow's client cannot track to `uri`, or None: the URI does not parse,
+    or its scheme is one MLflow does not serve. Its credentials are masked.
+
+    Args:
+        uri: A tracking URI (`http://host:5000`, a local path, `databricks`).
+
+    Example:
+
+    >>> from kerasteps._tracking import uri_problem
+    >>> uri_problem("http://127.0.0.1:5000") is None, uri_problem("mlruns") is None
+    (True, True)
+    >>> uri_problem("ftp://me:pw@nowhere")  # doctest: +ELLIPSIS
+    "'ftp://***@nowhere' has the scheme 'ftp', which MLflow does not serve..."
+    """
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError as error:
+        return f"{_masked(uri)!r} does not parse as a URI: {error}."
+    scheme = parts.scheme  # lower case; a Windows drive (`C:`) is a local path
+    scheme = "" if len(scheme) == 1 and scheme.isalpha() else scheme
+    if scheme in ("http", "https") and not parts.hostname:
+        return f"{_masked(uri)!r} names no host."
+    if scheme in SCHEMES or scheme in _plugin_schemes():
+        return None
+    database = next((db for db in DATABASE_SCHEMES if scheme.startswith(db)), None)
+    if database is None:
+        return (
+            f"{_masked(uri)!r} has the scheme {scheme!r}, which MLflow does not "
+            "serve: use http://, https://, databricks, a local path, or a database "
+            f"({', '.join(DATABASE_SCHEMES)})."
+        )
+    if not installed("sqlalchemy"):
+        return (
+            f"{_masked(uri)!r} is a {database} database, which MLflow serves only "
+            "with SQLAlchemy installed (`pip install mlflow`)."
+        )
+    return None
+
+
+def _plugin_schemes() -> set[str]:
+    """The schemes that installed MLflow plugins serve."""
+    points = importlib.metadata.entry_points(group="mlflow.tracking_store")
+    return {point.name for point in points}
+
+
+def _masked(uri: str) -> str:
+    """`safe_uri(uri)`, also for a URI that does not parse."""
+    try:
+        return safe_uri(uri)
+    except ValueError:
+        return re.sub(r"(?<=//)[^/?#]*@", "***@", uri)
 
 
 def safe_uri(uri: str) -> str:

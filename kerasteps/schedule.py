@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerasteps._validate import check_int, is_int
+from kerasteps._validate import check_bool, check_int, check_that
 
 __all__ = ["Every"]
 
@@ -43,8 +43,8 @@ class Every:
     ):
         self.n = check_int("n", n)
         self.start = self.n if start is None else check_int("start", start)
-        self.first = bool(first)
-        self.last = bool(last)
+        self.first = check_bool("first", first)
+        self.last = check_bool("last", last)
 
     @classmethod
     def coerce(cls, every: int | Every, name: str = "every") -> Every:
@@ -69,16 +69,9 @@ class Every:
         """
         if isinstance(every, Every):
             return every
-        if not is_int(every):
-            raise TypeError(
-                f"`{name}` must be a positive int or a kerasteps.Every, received "
-                f"{every!r} of type {type(every).__name__}."
-            )
-        if every <= 0:
-            raise ValueError(
-                f"`{name}` must be a positive int or a kerasteps.Every, "
-                f"received {every!r}."
-            )
+        what = "a positive int or a kerasteps.Every"
+        check_int(name, every, None, kind=what)
+        check_that(name, every, every > 0, what, wrong_type=ValueError)
         return cls(int(every))
 
     def is_scheduled(self, step: int) -> bool:

@@ -203,6 +203,21 @@ def test_run_training_recipe_logs_at_global_steps(fixture_recipes, tmp_path):
             "does not exist.",
         ),
         (["run"], "Error: Missing argument 'RECIPE'."),
+        # Issue 46, finding 8: a traceback (rc 1), and runs that logged nothing.
+        (
+            ["run", "hello", "--log-dir", ""],
+            "Error: Invalid value for '--log-dir': must be a folder, received ''.",
+        ),
+        (
+            ["run", "hello", "--mlflow", "ftp://nowhere"],
+            "Error: Invalid value for '--mlflow': 'ftp://nowhere' has the scheme "
+            "'ftp', which MLflow does not serve",
+        ),
+        (
+            ["run", "hello", "--mlflow", "http://u:pw@[::1"],
+            "Error: Invalid value for '--mlflow': 'http://***@[::1' does not parse "
+            "as a URI",
+        ),
         (["list", "--bogus"], "Error: No such option"),
         (["frobnicate"], "Error: No such command 'frobnicate'."),
     ],

@@ -1,5 +1,6 @@
 """Tests for kerasteps.schedule.Every: the one schedule every callback uses."""
 
+import numpy as np
 import pytest
 
 from kerasteps import Every
@@ -66,6 +67,15 @@ def test_bad_n_type(bad):
 def test_bad_start():
     with pytest.raises(ValueError, match="`start` must be an int >= 1, received 0"):
         Every(5, start=0)
+
+
+@pytest.mark.parametrize("flag", ["first", "last"])
+@pytest.mark.parametrize("bad", ["False", 1, None, np.bool_(True)])
+def test_a_flag_is_true_or_false(flag, bad):
+    # Issue 46, finding 7: `bool(flag)` made "False" true. NumPy's bool is refused
+    # too: `get_config()` is written as JSON, which has no NumPy types.
+    with pytest.raises(ValueError, match=f"`{flag}` must be True or False"):
+        Every(5, **{flag: bad})
 
 
 def test_coerce_accepts_int_and_every_and_names_the_argument():

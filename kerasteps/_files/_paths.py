@@ -21,6 +21,8 @@ import os
 from itertools import count
 from typing import Any
 
+from kerasteps._validate import check_path
+
 #: Pseudo file systems: what is below them is no file, and `/proc` shows every
 #: process's view of the whole file system again (readers never enter them).
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")
@@ -134,9 +136,7 @@ def writable_dir(path: str | os.PathLike, argument: str) -> str:
 
 def _checked_path(path: Any, argument: str, kind: str) -> str:
     """`path` as a `str`; raises `TypeError` if it is not a non-empty path."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"`{argument}` must be a {kind} path, received {path!r}.")
-    return os.fspath(path)
+    return check_path(argument, path, kind)
 
 
 def _makedirs(path: str, argument: str, kind: str) -> None:

@@ -34,6 +34,7 @@ import keras
 import numpy as np
 
 from kerasteps import steps as steps_lib
+from kerasteps._validate import check_choice
 from kerasteps._variables import ScalarReader
 
 logger = logging.getLogger("kerasteps")
@@ -46,11 +47,7 @@ State = dict[str, np.ndarray]  # metric key -> [total, count] as float64
 
 def check_reduce(reduce: Any) -> str:
     """Returns `reduce` if it is one of `REDUCE_MODES`, else raises `ValueError`."""
-    if reduce not in REDUCE_MODES:
-        raise ValueError(
-            f'`reduce` must be one of "mean", "last" or "epoch", received {reduce!r}.'
-        )
-    return reduce
+    return check_choice("reduce", reduce, REDUCE_MODES)
 
 
 def carry_problem(carry: Any) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 import tensorflow as tf
 
 from kerasteps._files import _atomic, _logcache
+from kerasteps._validate import check_path
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
@@ -123,6 +124,7 @@ class JSONLinesLogger(StepSink):
         write_learning_rate: bool = True,
         write_counters: bool = True,
     ):
+        path = check_path("path", path)  # required: a sink of this file
         super().__init__(path, every, reduce, write_learning_rate, write_counters)
         self.path = self.place
         #: The last line this run wrote, as a record and as written (see `amend`).

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kerasteps._validate import check_int, check_names
+from kerasteps._validate import check_int, check_name, check_names, check_that
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.formatting import format_value
@@ -19,6 +19,9 @@ __all__ = ["LogEvery"]
 DEFAULT_FORMAT = "{metrics} at step {step}"
 _DEFAULT_HANDLER_FORMAT = "%(levelname)s:%(name)s:%(message)s"
 _ALWAYS = ("metrics", "step")
+_FMT = "a format string or a callable"
+_FMT_EMPTY = "a non-empty format string or a callable"
+_LOGGER_HINT = " (a logger's name) or a logging.Logger"
 
 
 class _Missing:
@@ -107,15 +110,17 @@ class LogEvery(StepCallback):
             raises `ValueError` listing the names it logs, which stops training. A
             name that only some lines hold (`val_loss` between validations) shows
             as `-`.
-        keys: Optional sequence of value names to log, in that order. Default: all.
+        keys: Optional sequence of value names (non-empty strings) to log, in that
+            order. Default: all.
         precision: Int, default 6, digits after the point for float values in
             the fixed style (`1.396970`). Values are formatted by
             `kerasteps.formatting.format_value`: ints as ints, small or huge floats
             with significant digits (`1.0995e-05`, `-3.2e-07`: no nonzero value
             shows as `0.000000`), throughputs (`steps_per_second`) with 4
             significant digits (`16.27`).
-        level: Logging level, default `logging.INFO`.
-        logger: Logger name or `logging.Logger`, default `"kerasteps"`.
+        level: Logging level, an int >= 0, default `logging.INFO`.
+        logger: Logger name (a non-empty str) or `logging.Logger`, default
+            `"kerasteps"`.
         reduce: `"mean"` (default), `"last"` or `"epoch"`: the mean of `loss` and
             of each `Mean`-type metric over the steps since the previous line, the
             value of the step's own batch (what TF1's `log_every_n` printed), or
@@ -157,20 +162,16 @@ class LogEvery(StepCallback):
         reduce: str = "mean",
     ):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        if not (isinstance(fmt, str) or callable(fmt)):
-            raise TypeError(
-                f"`fmt` must be a format string or a callable, received {fmt!r}."
-            )
+        check_that("fmt", fmt, isinstance(fmt, str) or callable(fmt), _FMT)
+        check_that("fmt", fmt, fmt != "", _FMT_EMPTY, wrong_type=ValueError)
         self.keys = check_names("keys", keys)
-        if not isinstance(level, int) or isinstance(level, bool):
-            raise TypeError(f"`level` must be a logging level int, received {level!r}.")
         self.fmt = fmt
         self._fields = _fields(fmt) if isinstance(fmt, str) else []
         self.precision = check_int("precision", precision, 0, wrong_type=ValueError)
-        self.level = level
-        self.logger = (
-            logger if isinstance(logger, logging.Logger) else logging.getLogger(logger)
-        )
+        self.level = check_int("level", level, 0, kind="a logging level int")
+        if not isinstance(logger, logging.Logger):
+            logger = logging.getLogger(check_name(logger, "logger", hint=_LOGGER_HINT))
+        self.logger = logger
 
     def on_run_begin(self, start_step: int) -> None:
         self._checked = False

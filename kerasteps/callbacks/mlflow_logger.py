@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
 from kerasteps import _tracking
 from kerasteps._files import _atomic
 from kerasteps._files._paths import writable_file
+from kerasteps._validate import check_name, check_number
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
@@ -89,7 +92,11 @@ class MLflowLogger(StepSink):
     Args:
         every: Positive int or `kerasteps.Every`, default 100.
         tracking_uri: The tracking server (`http://host:5000`, `databricks`, a
-            local path), or None for MLflow's own choice.
+            local path), or None for MLflow's own choice. Its scheme must be one
+            MLflow serves (`http`, `https`, `databricks`, `uc`, `file` or none,
+            a database such as `sqlite` when SQLAlchemy is installed, a
+            plugin's); another one (`ftp://`), or a URI that does not parse, is
+            refused here.
         experiment: The experiment's name (created when missing), or None.
         run_name: The name of a new MLflow run, or None for MLflow's.
         params: Optional `{name: value}` to log as the run's parameters (values
@@ -99,7 +106,8 @@ class MLflowLogger(StepSink):
         write_learning_rate: Bool, default True.
         write_counters: Bool, default True.
         timeout: Seconds `fit()` waits at its end for the points still queued
-            (default 30.0).
+            (default 30.0): a finite number >= 0, at most
+            `threading.TIMEOUT_MAX`.
         spool: Optional local file path for the spool (default: in the
             `StepCheckpoint`'s directory).
 
@@ -140,16 +148,24 @@ class MLflowLogger(StepSink):
     ):
         _tracking.require_mlflow("MLflowLogger")
         super().__init__(None, every, reduce, write_learning_rate, write_counters)
-        self.tracking_uri = _name_or_none("tracking_uri", tracking_uri, tracking_uri)
-        self.experiment = _name_or_none("experiment", experiment, tracking_uri)
-        self.run_name = _name_or_none("run_name", run_name, tracking_uri)
+        shown = functools.partial(_shown, uri=tracking_uri)
+        for name, value in (
+            ("tracking_uri", tracking_uri),
+            ("experiment", experiment),
+            ("run_name", run_name),
+        ):
+            check_name(value, name, optional=True, shown=shown)
+        problem = None if tracking_uri is None else _tracking.uri_problem(tracking_uri)
+        if problem is not None:
+            raise ValueError(f"`tracking_uri` must be a URI MLflow serves: {problem}")
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
         #: The run's parameters to log (`params`; Keras owns `self.params`).
         self.run_params = _tracking.string_map(params, "params")
         self.tags = _tracking.string_map(tags, "tags")
-        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
-        if not (number and timeout >= 0):  # NaN too
-            raise ValueError(f"`timeout` must be a number >= 0, received {timeout!r}.")
-        self.timeout = float(timeout)
+        # A longer wait overflows the platform's clock when `fit()` ends.
+        self.timeout = check_number("timeout", timeout, 0, threading.TIMEOUT_MAX)
         self.spool = None if spool is None else writable_file(spool, "spool")
         if self.spool is not None and not _atomic.is_local(self.spool):
             raise ValueError(
@@ -330,14 +346,9 @@ class MLflowLogger(StepSink):
             client.set_terminated(self.mlflow_run_id, status="FINISHED")
 
 
-def _name_or_none(name: str, value: Any, uri: Any) -> str | None:
-    """`value`, None or a non-empty string; else `ValueError` (`uri` redacted)."""
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ValueError(
-            f"`{name}` must be a non-empty string or None, received "
-            f"{_tracking.redact(repr(value), uri)}."
-        )
-    return value
+def _shown(value: Any, uri: Any) -> str:
+    """`repr(value)` for a message, with the credentials of `uri` masked."""
+    return _tracking.redact(repr(value), uri)
 
 
 @dataclasses.dataclass

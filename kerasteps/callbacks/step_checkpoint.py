@@ -15,7 +15,7 @@ from kerasteps import steps as steps_lib
 from kerasteps._files import _atomic, _lock
 from kerasteps._files._paths import writable_dir
 from kerasteps._resume_state import ResumeState
-from kerasteps._validate import check_int
+from kerasteps._validate import check_bool, check_choice, check_int, check_path
 from kerasteps.callbacks import _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
@@ -34,11 +34,7 @@ logger = logging.getLogger("kerasteps")
 
 def _check_directory(directory: str | os.PathLike) -> str:
     """The checkpoint directory to read; a clear error for a file or a checkpoint."""
-    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
-        raise TypeError(
-            f"`directory` must be a directory path, received {directory!r}."
-        )
-    path = os.fspath(directory).rstrip("/") or "/"
+    path = check_path("directory", directory, "directory").rstrip("/") or "/"
     if NAME_RE.match(os.path.basename(path)) and tf.io.gfile.isdir(path):
         raise ValueError(
             f"`directory` must be a StepCheckpoint directory, received the checkpoint "
@@ -299,15 +295,9 @@ class StepCheckpoint(StepCallback):
         async_save: bool = True,
     ):
         super().__init__(Every.coerce(every, name="every"))
-        if not isinstance(async_save, bool):
-            raise ValueError(
-                f"`async_save` must be True or False, received {async_save!r}."
-            )
-        self.async_save = async_save
+        self.async_save = check_bool("async_save", async_save)
         self.keep = check_int("keep", keep)
-        if verbose not in (0, 1) or not isinstance(verbose, int):
-            raise ValueError(f"`verbose` must be 0 or 1, received {verbose!r}.")
-        self.verbose = int(verbose)
+        self.verbose = int(check_choice("verbose", verbose, (0, 1)))
         self.directory = writable_dir(directory, "directory")
         self.signals = _signals.check_signals(signals)
         self.store = CheckpointStore(self.directory, self.keep)

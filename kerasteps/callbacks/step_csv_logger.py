@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from kerasteps._files import _atomic
+from kerasteps._validate import check_path, check_separator
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
 
@@ -33,7 +34,9 @@ class StepCSVLogger(StepSink):
         reduce: `"mean"` (default), `"last"` or `"epoch"` (see `StepCallback`).
         write_learning_rate: Bool, default True.
         write_counters: Bool, default True.
-        separator: The column separator, default `","`.
+        separator: One character, default `","`: the column separator (not a
+            quote `"`, not a line break). A run that would continue a file written
+            with another separator is refused when it begins, before training.
 
     Example:
 
@@ -59,6 +62,8 @@ class StepCSVLogger(StepSink):
         write_counters: bool = True,
         separator: str = ",",
     ):
+        path = check_path("path", path)  # required: a sink of this file
+        separator = check_separator("separator", separator)
         super().__init__(path, every, reduce, write_learning_rate, write_counters)
         self.path, self.separator = self.place, separator
         self._rows: list[dict[str, Any]] = []
@@ -68,12 +73,27 @@ class StepCSVLogger(StepSink):
         if not tf.io.gfile.exists(self.path):
             return []
         with tf.io.gfile.GFile(self.path, "r") as handle:
-            rows = list(csv.DictReader(handle, delimiter=self.separator))
+            text = handle.read()
+        self._check_separator(text)
+        lines = io.StringIO(text, newline="")
+        rows = list(csv.DictReader(lines, delimiter=self.separator))
         torn = [None in row.values() or None in row for row in rows]  # a killed run's
         return [
             (None if bad or not row["step"].isdigit() else int(row["step"]), row)
             for row, bad in zip(rows, torn, strict=True)
         ]
+
+    def _check_separator(self, text: str) -> None:
+        """Refuses a file whose header (`step`, `time`, ...) has another separator."""
+        header = text.partition("\n")[0]  # `step`, `time`, ...: its 5th character
+        found = header[4:5]
+        ours = header.startswith("step") and header[5:9] == "time"
+        if ours and found != self.separator:
+            raise ValueError(
+                f"StepCSVLogger: {self.path} was written with the separator {found!r}, "
+                f"and `separator` is {self.separator!r}: pass separator={found!r} to "
+                "continue it, or another `path`."
+            )
 
     def held_records(self, start_step: int) -> tuple[bool, bool]:
         rows = self._read()

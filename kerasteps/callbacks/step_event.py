@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kerasteps._validate import check_bool, check_that
 from kerasteps.callbacks.step_run import StepRun
 
 __all__ = ["StepEvent"]
@@ -74,6 +75,13 @@ class StepEvent:
     `reduce`; `reduced` names the keys that were reduced. Validation values are whole
     evaluations and are never reduced.
 
+    Args:
+        record: The facts of the step (the dispatcher makes the events; a callback
+            only receives them).
+        scheduled: True or False: whether this callback's own schedule fired.
+        values: None, or this callback's reduced training values and the reduced
+            keys: a `({name: value}, frozenset(names))` pair.
+
     Attributes:
         step: The true global step after the update(s) that produced the values.
         prev: The global step before them (`step - K` with `steps_per_execution=K`).
@@ -113,8 +121,12 @@ class StepEvent:
     def __init__(
         self, record: StepRecord, scheduled: bool, values: Values | None = None
     ):
+        check_that("record", record, isinstance(record, StepRecord), "a StepRecord")
+        pair = isinstance(values, tuple) and len(values) == 2
+        ok = values is None or (pair and isinstance(values[0], Mapping))
+        check_that("values", values, ok, "None or a (values, reduced keys) pair")
         self._record = record
-        self.scheduled = scheduled
+        self.scheduled = check_bool("scheduled", scheduled)
         self.step: int = record.step
         self.prev: int = record.prev
         self.logs: Mapping[str, Any] = record.logs

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import keras
 
 from kerasteps import _compat
-from kerasteps._validate import check_int, check_names
+from kerasteps._validate import check_int, check_names, check_number
 from kerasteps.callbacks._terminal import LiveLine
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
@@ -131,11 +131,7 @@ class StepProgressBar(StepCallback):
         self.total_steps = check_int("total_steps", total_steps)
         self.width = check_int("width", width)
         self.keys = check_names("keys", keys)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)):
-            raise TypeError(f"`interval` must be a number, received {interval!r}.")
-        if interval < 0:
-            raise ValueError(f"`interval` must be >= 0, received {interval!r}.")
-        self.interval = float(interval)
+        self.interval = check_number("interval", interval, 0, wrong_type=TypeError)
         #: The `keras.utils.Progbar` of the current (or last) run.
         self.progbar: keras.utils.Progbar | None = None
         #: The global step the bar shows (after the run: the final step).

@@ -8,6 +8,7 @@ from typing import Any
 
 from kerasteps import distribute
 from kerasteps._resume_state import ResumeState
+from kerasteps._validate import check_that
 
 __all__ = ["StepRun"]
 
@@ -21,6 +22,10 @@ class StepRun:
     and tell each other things only through it (a guard marks a non-finite step, a
     checkpoint reads the mark; a sink asks whether a name may be provided). The
     dispatcher keeps each callback's window and last fired step itself.
+
+    Args:
+        dispatcher: The dispatcher of the `fit()` call, which makes its run (with
+            its `model`, `tracker` and `carry`); a callback only reads the run.
 
     Attributes:
         model: The Keras model being trained.
@@ -72,6 +77,9 @@ class StepRun:
     """
 
     def __init__(self, dispatcher: Any):
+        parts = ("model", "tracker", "carry")
+        ok = all(hasattr(dispatcher, part) for part in parts)
+        check_that("dispatcher", dispatcher, ok, "the dispatcher of a `fit()` call")
         self._dispatcher = dispatcher
         tracker, carry = dispatcher.tracker, dispatcher.carry
         self.model = dispatcher.model

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from kerasteps._files import _lock, _paths
 from kerasteps._files._paths import writable_dir, writable_file
+from kerasteps._validate import check_bool, check_name
 from kerasteps.callbacks import _sinks
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
@@ -68,7 +69,8 @@ class StepSink(StepCallback):
         reduce: `"mean"` (default), `"last"` or `"epoch"` (see `StepCallback`).
         write_learning_rate: Bool, default True: record each optimizer's rate.
         write_counters: Bool, default True: record the step counters.
-        argument: The name of the place's argument, for messages.
+        argument: Non-empty str, default `"path"`: the name of the place's
+            argument, for messages.
 
     Example:
 
@@ -102,8 +104,11 @@ class StepSink(StepCallback):
         argument: str = "path",
     ):
         super().__init__(Every.coerce(every, name="every"), reduce=reduce)
-        self.write_learning_rate = bool(write_learning_rate)
-        self.write_counters = bool(write_counters)
+        self.write_learning_rate, self.write_counters = (
+            check_bool("write_learning_rate", write_learning_rate),
+            check_bool("write_counters", write_counters),
+        )
+        argument = check_name(argument, "argument")
         self.place: str | None = None
         self._place_lock: _lock.DirectoryLock | None = None
         if place is not None:

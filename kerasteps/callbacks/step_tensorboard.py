@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps._files import _eventfiles
+from kerasteps._validate import check_callable, check_path, check_that
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.schedule import Every
@@ -41,12 +42,10 @@ def _image_value(tag: str, image: Any) -> Any:
 
 def _check_run_names(train_run: Any, validation_run: Any) -> None:
     """Raises unless both are different plain folder names."""
+    plain = "a plain folder name inside `log_dir` (letters, digits, `_`, `-`, `.`)"
     for name, value in (("train_run", train_run), ("validation_run", validation_run)):
-        if not isinstance(value, str) or not _RUN_NAME_RE.match(value):
-            raise ValueError(
-                f"`{name}` must be a plain folder name inside `log_dir` (letters, "
-                f"digits, `_`, `-`, `.`), received {value!r}."
-            )
+        ok = isinstance(value, str) and _RUN_NAME_RE.match(value) is not None
+        check_that(name, value, ok, plain, wrong_type=ValueError)
     if train_run == validation_run:
         raise ValueError(
             f"`train_run` and `validation_run` must differ, both are {train_run!r}."
@@ -128,22 +127,22 @@ class StepTensorBoard(StepSink):
         reduce: str = "mean",
     ):
         _check_run_names(train_run, validation_run)
+        log_dir = check_path("log_dir", log_dir, "directory")  # required
+        if images is not None:
+            check_callable("images", images, "a callable (model, step) -> {tag: image}")
+        if image_every is not None:
+            image_every = Every.coerce(image_every, name="image_every")
+        if histogram_every is not None:
+            histogram_every = Every.coerce(histogram_every, name="histogram_every")
         super().__init__(
             log_dir, every, reduce, write_learning_rate, write_counters, "log_dir"
         )
         self.log_dir = self.place
-        self.histogram_every = self.image_every = None
-        if histogram_every is not None:
-            self.histogram_every = Every.coerce(histogram_every, name="histogram_every")
-        if images is not None and not callable(images):
-            raise TypeError(
-                "`images` must be a callable (model, step) -> {tag: image}, "
-                f"received {images!r}."
-            )
+        self.histogram_every = histogram_every
         self.images = images
+        self.image_every = None
         if images is not None:
-            every = self.every if image_every is None else image_every
-            self.image_every = Every.coerce(every, name="image_every")
+            self.image_every = self.every if image_every is None else image_every
         self.train_run = train_run
         self.validation_run = validation_run
         self._writers: dict[str, _eventfiles.EventWriter] = {}

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kerasteps._files._paths import writable_dir
+from kerasteps._validate import check_names
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.checkpoint import _finite, _model_state
@@ -19,21 +20,12 @@ __all__ = ["StopOnNonFinite"]
 
 logger = logging.getLogger("kerasteps")
 
+_KEYS = "a sequence of value names"
+
 
 def is_loss_key(name: str) -> bool:
     """True for the names `StopOnNonFinite` watches by default: `loss`, `*_loss`."""
     return name == "loss" or name.endswith("_loss")
-
-
-def _check_keys(keys: Sequence[str] | None) -> list[str] | None:
-    if keys is None:
-        return None
-    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
-        raise TypeError(f"`keys` must be a sequence of value names, received {keys!r}.")
-    keys = list(keys)
-    if not keys:
-        raise ValueError(f"`keys` must not be empty, received {keys!r}.")
-    return keys
 
 
 def _store_of(checkpoint: Any) -> CheckpointStore | None:
@@ -85,7 +77,8 @@ class StopOnNonFinite(StepCallback):
     callback stopped.
 
     Args:
-        keys: Optional sequence of value names to watch instead of the losses.
+        keys: Optional sequence of value names (non-empty strings, at least one)
+            to watch instead of the losses.
         every: Positive int or `kerasteps.Every`, default 1: how often to check.
             Keras's `loss` is a running mean, so a NaN is still seen at the next
             check; a custom `train_step`'s raw values may not be.
@@ -116,7 +109,7 @@ class StopOnNonFinite(StepCallback):
         checkpoint: Any = None,
     ):
         super().__init__(Every.coerce(every, name="every"))
-        self.keys = _check_keys(keys)
+        self.keys = check_names("keys", keys, empty=False, what=_KEYS)
         self._store = _store_of(checkpoint)
         self.checkpoint = checkpoint
         self._pair = (_model_state.Snapshot(), _model_state.Snapshot())

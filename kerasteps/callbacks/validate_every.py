@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps import _compat, _variables
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, check_name
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.schedule import Every
@@ -166,11 +166,7 @@ class ValidateEvery(StepCallback):
         prefix: str = "val_",
     ):
         super().__init__(Every.coerce(every, name="every"))
-        if not isinstance(prefix, str) or not prefix:
-            raise ValueError(
-                f"`prefix` must be a non-empty str such as 'val_', received {prefix!r}."
-            )
-        self.prefix = prefix
+        self.prefix = check_name(prefix, "prefix", hint=" such as 'val_'")
         self.batch_size = check_int("batch_size", batch_size)
         self.steps = None if steps is None else check_int("steps", steps)
         self.validation_data = validation_data

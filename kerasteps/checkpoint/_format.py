@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasteps._files import _atomic
+from kerasteps._validate import check_int, check_name, check_number, check_that
 from kerasteps.checkpoint import _model_state
 
 logger = logging.getLogger("kerasteps")
@@ -211,17 +212,34 @@ def check_folder(path: str) -> str | None:
 class CheckpointInfo:
     """One checkpoint of a `StepCheckpoint` directory.
 
+    Each field is checked when the info is made (`TypeError` or `ValueError`
+    naming it).
+
     Attributes:
-        name: Directory name, `ckpt-<step>`.
-        step: The global step saved in it.
-        path: Full path of the checkpoint directory.
-        time: Wall-clock time of the save (seconds since the epoch).
+        name: Directory name, `ckpt-<step>` (a non-empty str).
+        step: The global step saved in it (an int >= 0).
+        path: Full path of the checkpoint directory (a str; `""` for a save on
+            another worker, which has no folder here).
+        time: Wall-clock time of the save (seconds since the epoch; a finite
+            number, as `meta.json` records it).
+
+    Example:
+
+    >>> from kerasteps.checkpoint import CheckpointInfo
+    >>> CheckpointInfo("ckpt-5", 5, "ckpts/ckpt-5", 0.0).state_file
+    'ckpts/ckpt-5/state.h5'
     """
 
     name: str
     step: int
     path: str
     time: float
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+        check_int("step", self.step, 0)
+        check_that("path", self.path, isinstance(self.path, str), "a str")
+        check_number("time", self.time, None)  # any clock: a listing never fails
 
     @property
     def state_file(self) -> str:

@@ -107,6 +107,7 @@ import tensorflow as tf
 
 from kerasteps import distribute
 from kerasteps._files import _atomic
+from kerasteps._validate import check_int, check_path
 from kerasteps.checkpoint import _finite, _model_state, _transfer
 from kerasteps.checkpoint._format import (
     INDEX_FILE,
@@ -154,8 +155,9 @@ class CheckpointStore:
     """Reads and writes the checkpoints of one directory (see module docstring).
 
     Args:
-        directory: The checkpoint directory (it may not exist yet).
-        keep: Positive int: how many of the newest checkpoints a save keeps.
+        directory: The checkpoint directory, a path (it may not exist yet).
+        keep: Positive int, default 3: how many of the newest checkpoints a save
+            keeps.
 
     Attributes:
         writer: The background writer of `save_async`: `writer.wait()` waits for
@@ -172,8 +174,8 @@ class CheckpointStore:
     """
 
     def __init__(self, directory: str | os.PathLike, keep: int = 3):
-        self.directory = os.fspath(directory)
-        self.keep = keep
+        self.directory = check_path("directory", directory, "directory")
+        self.keep = check_int("keep", keep)
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
         self.writer = BackgroundWriter()

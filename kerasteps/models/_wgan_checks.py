@@ -39,7 +39,13 @@ def arguments(
     regularisers must be set); returns them checked, in the same order."""
     latent_dim = integer("latent_dim", latent_dim)
     n_critic = integer("n_critic", n_critic)
-    if (gradient_penalty is None) == (clip_value is None):
+    # Each its own type first, so that a wrong one is named as such.
+    penalty = clip = None
+    if gradient_penalty is not None:
+        penalty = positive_float("gradient_penalty", gradient_penalty)
+    if clip_value is not None:
+        clip = positive_float("clip_value", clip_value)
+    if (penalty is None) == (clip is None):
         hint = ""
         if clip_value is not None:
             hint = " For weight clipping pass `gradient_penalty=None`."
@@ -48,13 +54,9 @@ def arguments(
             f"(weight clipping), received gradient_penalty={gradient_penalty!r} "
             f"and clip_value={clip_value!r}.{hint}"
         )
-    if gradient_penalty is not None:
-        gradient_penalty = positive_float("gradient_penalty", gradient_penalty)
-    if clip_value is not None:
-        clip_value = positive_float("clip_value", clip_value)
     if seed is not None:
         seed = integer("seed", seed, 0)
-    return latent_dim, n_critic, gradient_penalty, clip_value, seed
+    return latent_dim, n_critic, penalty, clip, seed
 
 
 def uses_float16(layer: keras.Layer) -> bool:

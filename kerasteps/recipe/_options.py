@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import numbers
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,7 +12,7 @@ import click
 
 from kerasteps import _startup
 from kerasteps._files._paths import creatable_problem
-from kerasteps._validate import check_int
+from kerasteps._validate import check_int, check_that
 
 __all__ = ["common_options", "load_arrays", "log_to_console", "tracking_callbacks"]
 
@@ -126,11 +125,9 @@ def _checked_default(name: str, value: Any) -> Any:
     if name in ("steps", "log_every"):
         return check_int(name, value)
     if name == "seed":
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"`seed` must be an int, received {value!r}.")
-        return int(value)
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise ValueError(f"`log_dir` must be a non-empty path, received {value!r}.")
+        return check_int("seed", value, None)
+    ok = isinstance(value, (str, os.PathLike)) and bool(str(value).strip())
+    check_that("log_dir", value, ok, "a non-empty path", wrong_type=ValueError)
     return str(value)
 
 
@@ -166,6 +163,9 @@ def _set_mlflow(
         _tracking.require_mlflow("--mlflow")
     except ImportError as error:
         raise click.BadParameter(str(error)) from None
+    problem = _tracking.uri_problem(value)  # else the run trains and logs nothing
+    if problem is not None:
+        raise click.BadParameter(problem)
     context.meta[_MLFLOW_KEY] = value
 
 
@@ -245,6 +245,8 @@ def _check_log_dir(
 
     Nothing is created here: a run refused for another option leaves no folder.
     """
+    if not value.strip():
+        raise click.BadParameter(f"must be a folder, received {value!r}.")
     problem = creatable_problem(value)
     if problem:
         raise click.BadParameter(problem)

@@ -151,6 +151,26 @@ def test_other_logger_and_level(caplog):
             ValueError,
             "`every` must be a positive int or a kerasteps.Every, received -5",
         ),
+        # Issue 46, finding 7: these were accepted, or failed without the name.
+        (
+            {"keys": [1]},
+            TypeError,
+            r"`keys` must be a sequence of names, received \[1\]",
+        ),
+        ({"keys": 5}, TypeError, "`keys` must be a sequence of names, received 5"),
+        (
+            {"logger": None},
+            ValueError,
+            "`logger` must be a non-empty string (a logger's name) or a "
+            "logging.Logger, received None",
+        ),
+        ({"logger": ""}, ValueError, "`logger` must be a non-empty string"),
+        (
+            {"level": -5},
+            ValueError,
+            "`level` must be a logging level int >= 0, received -5",
+        ),
+        ({"fmt": ""}, ValueError, "`fmt` must be a non-empty format string"),
     ],
 )
 def test_bad_arguments(kwargs, error, message):

@@ -593,12 +593,43 @@ def test_bad_arguments_are_refused_before_training_without_the_secret():
     with pytest.raises(ValueError, match="`params` must be a mapping") as error:
         MLflowLogger(tracking_uri="http://me:s3cret@h", params=[("lr", 1)])
     assert "s3cret" not in str(error.value)
-    with pytest.raises(ValueError, match="`timeout` must be a number >= 0.*-1"):
+    with pytest.raises(ValueError, match="`timeout` must be a finite number >= 0.*-1"):
         MLflowLogger(timeout=-1)
     with pytest.raises(ValueError, match="at most 6000 characters.*long"):
         MLflowLogger(params={"long": "x" * 6001})
     with pytest.raises(ValueError, match="`spool` must be a local file path"):
         MLflowLogger(spool="gs://bucket/spool.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        # Issue 46, finding 7: accepted, then fit() raised OverflowError at its end.
+        ({"timeout": float("inf")}, "`timeout` must be a finite number .*inf"),
+        ({"timeout": 1e12}, r"`timeout` .*<= 9223372036.*1000000000000\.0"),
+        ({"timeout": float("nan")}, "`timeout` .*nan"),
+        # Finding 8: a scheme MLflow does not serve trained and logged nothing.
+        ({"tracking_uri": "ftp://nowhere"}, "`tracking_uri` .*scheme 'ftp'"),
+        ({"tracking_uri": "http://"}, "`tracking_uri` .*names no host"),
+        (
+            {"tracking_uri": "http://me:s3cret@[::1"},
+            r"`tracking_uri` .*'http://\*\*\*@\[::1' does not parse",
+        ),
+    ],
+)
+def test_an_argument_that_would_fail_later_is_refused_when_made(kwargs, match):
+    with pytest.raises(ValueError, match=match) as error:
+        MLflowLogger(**kwargs)
+    assert "s3cret" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["http://127.0.0.1:5000", "https://h/x", "databricks", "mlruns", "file:///tmp/m"]
+    + ["sqlite:///mlflow.db", "postgresql+psycopg2://u:p@h/db", "uc:http://h:8080"],
+)
+def test_the_uris_mlflow_serves_are_taken(uri):
+    assert MLflowLogger(tracking_uri=uri).tracking_uri == uri
 
 
 def test_without_a_checkpoint_or_spool_one_warning_says_so(server, caplog):

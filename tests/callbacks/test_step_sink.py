@@ -228,6 +228,58 @@ def test_bad_place_is_refused_naming_the_argument(tmp_path):
         StepCSVLogger(5)
 
 
+# Issue 46, finding 7: arguments that were accepted and failed at the run's begin or
+# first write, or did the wrong thing, are refused when the sink is made.
+@pytest.mark.parametrize("sink", [JSONLinesLogger, StepCSVLogger, StepTensorBoard])
+def test_a_sink_without_its_place_is_refused_when_made(sink):
+    name = "log_dir" if sink is StepTensorBoard else "path"
+    with pytest.raises(TypeError, match=f"`{name}` must be a .*path, received None"):
+        sink(None)
+
+
+@pytest.mark.parametrize("sink", [JSONLinesLogger, StepCSVLogger, StepTensorBoard])
+@pytest.mark.parametrize("flag", ["write_learning_rate", "write_counters"])
+@pytest.mark.parametrize("value", ["False", "no", 2, None, 0])
+def test_a_flag_is_true_or_false(tmp_path, sink, flag, value):
+    with pytest.raises(ValueError, match=f"`{flag}` must be True or False, received"):
+        sink(tmp_path / "place", **{flag: value})
+
+
+@pytest.mark.parametrize("separator", ["", "ab", 5, None, '"', "\n", "\r"])
+def test_csv_separator_that_cannot_write_a_readable_file_is_refused(
+    tmp_path, separator
+):
+    with pytest.raises(ValueError, match="`separator` must be one character"):
+        StepCSVLogger(tmp_path / "log.csv", separator=separator)
+
+
+def test_csv_written_with_another_separator_is_refused_before_training(tmp_path):
+    path = tmp_path / "log.csv"
+    model = tiny_model()
+    x, y = tiny_data(8)
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[StepCSVLogger(path, every=2)])
+    written = path.read_text()
+    other = StepCSVLogger(path, every=2, separator=";")
+    with pytest.raises(ValueError, match="separator ',', and `separator` is ';'"):
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=[other])
+    assert int(model.optimizer.iterations.numpy()) == 4  # nothing trained
+    assert path.read_text() == written
+    model.fit(x, y, batch_size=2, verbose=0, callbacks=[StepCSVLogger(path, every=2)])
+    assert [row["step"] for row in read_csv(path)] == ["2", "4", "6", "8"]
+
+
+def test_csv_with_another_separator_goes_on_with_it(tmp_path):
+    path = tmp_path / "log.csv"
+    model = tiny_model()
+    x, y = tiny_data(8)
+    for _ in range(2):
+        sink = StepCSVLogger(path, every=2, separator="\t")
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=[sink])
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert [row["step"] for row in rows] == ["2", "4", "6", "8"]
+
+
 class InitialPoint(StepCallback):
     """Hands the sinks a point at the run's start step (`StepSink.log_point`)."""
 

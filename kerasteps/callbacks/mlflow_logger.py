@@ -225,22 +225,22 @@ class MLflowLogger(StepSink):
         self._sender.put(points)
 
     def close(self) -> None:
-        sender, self._sender = self._sender, None
-        if sender is None:
+        if self._sender is None:
             return
         if not self._spool_open:  # a run that wrote nothing still sends the spool's
-            self._to_spool([], sender)
+            self._to_spool([])
         if self._spool_file is not None:
             self._spool_file.close()
             self._spool_file = None
+        sender, self._sender = self._sender, None
         sender.close(self.timeout)
 
     # -- the spool --------------------------------------------------------------------
-    def _to_spool(self, points: list[tuple], sender: Any = None) -> None:
+    def _to_spool(self, points: list[tuple]) -> None:
         """Appends points to the spool; at the run's first, opens it and queues the
         earlier points it holds for this run's steps up to its start."""
         if not self._spool_open:
-            self._open_spool(sender or self._sender)
+            self._open_spool()
         if self._spool_file is None or not points:
             return
         run_id = self.run.run_id
@@ -257,7 +257,7 @@ class MLflowLogger(StepSink):
             )
             self._spool_file = None
 
-    def _open_spool(self, sender: _tracking.Sender) -> None:
+    def _open_spool(self) -> None:
         # At the first point, not at the run's begin: every callback of `fit()` has
         # joined the run by then, the StepCheckpoint too.
         self._spool_open = True
@@ -281,7 +281,7 @@ class MLflowLogger(StepSink):
                 earlier[0][3],
                 earlier[-1][3],
             )
-            sender.put(earlier)
+            self._sender.put(earlier)
         try:
             self._spool_file = open(path, "a", encoding="utf-8")  # noqa: SIM115
         except OSError as error:

@@ -324,9 +324,9 @@ class CheckpointStore:
             return found
         names = [name.rstrip("/") for name in tf.io.gfile.listdir(self.directory)]
         for name in sorted(names, key=lambda n: (len(n), n)):
-            path = self._inside(name)
             if not name.startswith("earlier-") or not name[8:].isdigit():
                 continue
+            path = self._inside(name)
             steps = [entry.step for entry in CheckpointStore(path).entries()]
             index = os.path.join(path, INDEX_FILE)
             if steps and tf.io.gfile.exists(index):

@@ -250,6 +250,10 @@ def resume_from_checkpoint(
     Returns:
         The global step restored, 0 when there is no checkpoint.
 
+    Raises:
+        click.UsageError: the directory holds no checkpoint of its own, while an
+            `earlier-N` folder of it holds some (a `--resume` would start over).
+
     Example:
 
     >>> import tempfile, keras
@@ -263,9 +267,9 @@ def resume_from_checkpoint(
     """
     from kerasteps.callbacks import StepCheckpoint
 
+    _refuse_set_aside(os.fspath(checkpoints))
     restored = StepCheckpoint.restore_latest(model, checkpoints)
     if restored is None:
-        _refuse_set_aside(os.fspath(checkpoints))
         line = f"No checkpoint in {checkpoints} yet: starting at step 0."
     else:
         path = os.path.join(checkpoints, f"ckpt-{restored}")
@@ -281,8 +285,7 @@ def _refuse_an_empty_resume(folder: str) -> None:
     from kerasteps.checkpoint.store import CheckpointStore
 
     def latest(run: str) -> Any:
-        checkpoints = os.path.join(run, "checkpoints")
-        return CheckpointStore(checkpoints).latest() if os.path.isdir(run) else None
+        return CheckpointStore(os.path.join(run, "checkpoints")).latest()
 
     if latest(folder) is not None:
         return
@@ -300,12 +303,12 @@ def _refuse_an_empty_resume(folder: str) -> None:
 
 def _refuse_set_aside(checkpoints: str) -> None:
     """A `--resume` that finds no checkpoint while an `earlier-N` folder of the
-    directory holds some stops (exit 2) instead of training from step 0."""
+    directory holds some stops (exit 2) instead of training from step 0: before
+    the restore, whose WARNING would give a Python line to a launcher's user."""
     from kerasteps.checkpoint.store import CheckpointStore
 
-    found = (
-        CheckpointStore(checkpoints).set_aside() if os.path.isdir(checkpoints) else []
-    )
+    store = CheckpointStore(checkpoints)
+    found = store.set_aside() if store.latest() is None else []
     if found:
         path, steps, _ = found[-1]
         raise click.UsageError(

@@ -505,6 +505,19 @@ def test_progbar_redraws_in_place():
     assert _compat.progbar_redraws_in_place(progbar) is progbar._dynamic_display
 
 
+def run_python(code: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    """Runs `code` in a new Python of this checkout (`env` added to this one's);
+    raises if it fails."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        timeout=timeout,
+        check=True,
+    )
+
+
 # -- TensorBoard -------------------------------------------------------------------
 def test_use_tensorboard_stub():
     code = (
@@ -514,15 +527,7 @@ def test_use_tensorboard_stub():
         "from tensorboard.compat import tf\n"
         "print(tf.__version__, 'tensorflow' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=True,
-    ).stdout.split()
+    out = run_python(code, timeout=60).stdout.split()
     assert out == ["stub", "False"], f"use_tensorboard_stub: {out}"
 
 
@@ -627,15 +632,7 @@ def test_import_under_a_newer_keras_warns_once(keras_first):
         "import kerasteps, kerasteps.steps\n"
         "kerasteps.global_step\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    err = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    ).stderr
+    err = run_python(code, timeout=120, TF_CPP_MIN_LOG_LEVEL="3").stderr
     ours = [line for line in err.splitlines() if line.startswith("WARNING:kerasteps")]
     assert len(ours) == 1, err
     assert f"tested with Keras {tested}; this Python has Keras {version}," in ours[0]

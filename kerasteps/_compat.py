@@ -374,6 +374,36 @@ def patch_tf_multi_worker() -> None:
     trainer._maybe_symbolic_build = _maybe_symbolic_build
 
 
+# -- tf.data ---------------------------------------------------------------------------
+def shuffles_before_repeat(dataset: Any) -> bool:
+    """Whether a shuffle that reshuffles each iteration sits under a `repeat()` in a
+    `tf.data` pipeline: each pass then draws a new seed from a generator that every
+    iterator of the dataset shares.
+
+    Why: tf.data has no public walk of a dataset's graph (`_inputs()` is private).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from kerasteps._compat import shuffles_before_repeat
+    >>> data = tf.data.Dataset.range(8)
+    >>> shuffles_before_repeat(data.shuffle(8, seed=1).batch(2).repeat())
+    True
+    >>> shuffles_before_repeat(data.repeat().shuffle(8, seed=1).batch(2))
+    False
+    """
+
+    def walk(node: Any, under_repeat: bool) -> bool:
+        name = type(node).__name__
+        if under_repeat and name == "_ShuffleDataset":
+            return bool(getattr(node, "_reshuffle_each_iteration", True))
+        inputs = getattr(node, "_inputs", None)
+        under = under_repeat or name == "_RepeatDataset"
+        return callable(inputs) and any(walk(i, under) for i in inputs())
+
+    return walk(dataset, False)
+
+
 # -- optimizers -------------------------------------------------------------------
 def raw_iterations(optimizer: Any) -> Any:
     """The variable counting every batch an optimizer was applied on.

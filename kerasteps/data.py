@@ -3,17 +3,21 @@ feed a GAN step its fresh critic batches."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasteps import _compat
 from kerasteps import steps as steps_lib
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_int, is_int
 
 __all__ = ["gan_batches", "skip_consumed"]
+
+logger = logging.getLogger("kerasteps")
 
 
 def _check_batch_size(dataset: tf.data.Dataset, model: keras.Model) -> None:
@@ -60,7 +64,8 @@ def skip_consumed(
     its training then sees the passes after them in another order than the
     uninterrupted run (measured: exact resumes up to step 30 of 32-batch passes,
     not from 31 on). TensorFlow's `fit()` does not iterate first: both orders
-    resume exactly there.
+    resume exactly there. On JAX, `skip_consumed` logs a WARNING when it sees a
+    shuffle before `.repeat()` (at step 0 too, so the first run learns of it).
 
     With Keras's gradient accumulation (`gradient_accumulation_steps=k`) a global
     step is `k` batches, and a checkpoint may fall in the middle of an update: pass
@@ -105,6 +110,13 @@ def skip_consumed(
     if not is_int(step) or step < 0:
         raise ValueError(f"`step` must be an int >= 0 or a model, received {step!r}.")
     consumed = int(step) * check_int("batches_per_step", batches_per_step)
+    if keras.backend.backend() == "jax" and _compat.shuffles_before_repeat(dataset):
+        logger.warning(
+            "skip_consumed: `dataset` shuffles before `.repeat()`; on JAX the "
+            "resumed run then sees its passes in another order than an uninterrupted "
+            "run after the first pass. Shuffle after the repeat for an exact resume: "
+            "dataset.repeat().shuffle(n, seed=s).batch(b)"
+        )
     if consumed == 0:
         return dataset
     cardinality = int(dataset.cardinality())

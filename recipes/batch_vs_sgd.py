@@ -140,8 +140,8 @@ def full_data_mse(model, x, y):
 #
 # A mode is a batch size. One update, one global step, sees one batch, so an epoch is
 # ceil(examples / batch) updates, and each mode trains to --epochs times that. The
-# examples come in the same shuffled order in every mode and every run (shuffled with
-# --seed, again each epoch), unless one batch holds them all; a resumed mode skips
+# examples come in the same shuffled order in every mode and every run (pass p
+# shuffled with (--seed, p)), unless one batch holds them all; a resumed mode skips
 # the batches it has trained on (`skip_consumed`), so it goes on as an uninterrupted
 # run would.
 #
@@ -190,10 +190,17 @@ def pipeline(x, y, batch_size, seed, start):
 
     from kerasteps.data import skip_consumed
 
-    data = tf.data.Dataset.from_tensor_slices((x, y))
-    if batch_size < len(x):
-        data = data.shuffle(len(x), seed=seed)
-    return skip_consumed(data.batch(batch_size).repeat(), start)
+    def one_pass(number):  # the examples in the order of pass `number`, in batches
+        order = tf.range(len(x), dtype=tf.int64)
+        if batch_size < len(x):
+            pass_seed = tf.stack([tf.constant(seed, tf.int64), number])
+            order = tf.random.experimental.stateless_shuffle(order, seed=pass_seed)
+        examples = (tf.gather(x, order), tf.gather(y, order))
+        return tf.data.Dataset.from_tensor_slices(examples).batch(batch_size)
+
+    # Repeat, then shuffle each pass statelessly: a resume is exact on every backend.
+    data = tf.data.Dataset.counter().flat_map(one_pass)
+    return skip_consumed(data, start)
 
 
 # -- Training one mode with kerasteps callbacks ---------------------------------------

@@ -121,7 +121,7 @@ def print_step_before(model: keras.Model) -> None:
 # --resume continues from the latest checkpoint; `run.stop` (`StopAtStep`) ends the
 # run when the global step reaches --steps.
 #
-# The batches are shuffled with the seed and repeated, and a resumed run skips those
+# The examples are repeated, then shuffled with the seed, and a resumed run skips those
 # of the steps it has already made (`skip_consumed`), so it logs what an
 # uninterrupted run would.
 
@@ -134,9 +134,10 @@ def batches(
 
     from kerasteps.data import skip_consumed
 
-    data = tf.data.Dataset.from_tensor_slices((x, y))
+    # Repeat, then shuffle: one seed for the whole stream, so a resume is exact.
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
     data = data.shuffle(len(x), seed=seed).batch(batch_size, drop_remainder=True)
-    return skip_consumed(data.repeat(), start)
+    return skip_consumed(data, start)
 
 
 def step_callbacks(

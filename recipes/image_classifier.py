@@ -74,8 +74,9 @@ if TYPE_CHECKING:  # imported where they are used, so that `-h` stays fast
 # (`keras.utils.image_dataset_from_directory`), resized to --image-size, with the
 # same --validation-split (split with --seed).
 #
-# Either way the training set is a `tf.data.Dataset` of shuffled batches, and the
-# validation set is what `ValidateEvery` evaluates: arrays, or a dataset of batches.
+# Either way the training examples are repeated, then shuffled with --seed, in
+# batches (one stream, which a resume skips into exactly), and the validation set is
+# what `ValidateEvery` evaluates: arrays, or a dataset of batches.
 
 #: The classes of the generated images, by label.
 STRIPES = ["horizontal", "vertical"]
@@ -97,10 +98,10 @@ def load_data(
         )
         class_names = STRIPES
     else:
-        train, validation = read_directory(
+        train, validation, class_names = read_directory(
             data, image_size, validation_split, batch_size, seed
         )
-        class_names, source = list(train.class_names), f"images of {data}"
+        source = f"images of {data}"
     click.echo(f"Classes {class_names}; {source}.")
     return train, validation, class_names
 
@@ -152,18 +153,32 @@ def split_images(
             param_hint="'--examples'",
         )
     train = tf.data.Dataset.from_tensor_slices((images[held_out:], labels[held_out:]))
-    train = train.shuffle(examples - held_out, seed=seed)
-    train = train.batch(batch_size, drop_remainder=True)
+    train = shuffled_batches(train, batch_size, seed)
     validation = (images[:held_out], labels[:held_out])
     source = f"{examples - held_out} generated training images, {held_out} validation"
     return train, validation, source
 
 
+def shuffled_batches(
+    examples: tf.data.Dataset, batch_size: int, seed: int, load: Any = None
+) -> tf.data.Dataset:
+    """`examples` repeated, then shuffled with the seed (one seed for the whole
+    stream, so a resume is exact on every backend), loaded, in whole batches."""
+    import tensorflow as tf
+
+    stream = examples.repeat().shuffle(int(examples.cardinality()), seed=seed)
+    if load is not None:
+        stream = stream.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    return stream.batch(batch_size, drop_remainder=True)
+
+
 def read_directory(
     data: str, image_size: int, validation_split: float, batch_size: int, seed: int
-) -> tuple[tf.data.Dataset, tf.data.Dataset]:
-    """The training and validation batches of a folder of class sub-folders."""
+) -> tuple[tf.data.Dataset, tf.data.Dataset, list[str]]:
+    """The training batches, validation batches and class names of a folder of
+    class sub-folders."""
     import keras
+    import tensorflow as tf
 
     try:
         train, validation = keras.utils.image_dataset_from_directory(
@@ -183,7 +198,19 @@ def read_directory(
             f"{list(train.class_names)}.",
             param_hint="'--data'",
         )
-    return train, validation
+    # Keras's split, read again from the file names: its training set shuffles
+    # before the run's `.repeat()`, which a resume on JAX cannot follow exactly.
+    names = list(train.class_names)
+    labels = [
+        names.index(os.path.relpath(p, data).split(os.sep)[0]) for p in train.file_paths
+    ]
+
+    def load(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        image = tf.io.decode_image(tf.io.read_file(path), 3, expand_animations=False)
+        return tf.image.resize(image, (image_size, image_size)), label
+
+    pairs = tf.data.Dataset.from_tensor_slices((train.file_paths, labels))
+    return shuffled_batches(pairs, batch_size, seed, load), validation, names
 
 
 # ======================================================================================
@@ -395,7 +422,7 @@ def main(
         return
     callbacks = step_callbacks(run, log_every, validation, batch_size)
     model.fit(
-        skip_consumed(train.repeat(), run.start),  # less the batches of earlier steps
+        skip_consumed(train, run.start),  # less the batches of earlier steps
         steps_per_epoch=log_every,  # one Keras epoch per logging period
         epochs=math.ceil((steps - run.start) / log_every),
         verbose=0,

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from kerasteps._compat import shuffles_before_repeat
 from kerasteps.data import gan_batches, skip_consumed
 from kerasteps.models import WGAN
 from tests.helpers import fit_on_tiny_data, tiny_model
@@ -17,6 +20,13 @@ pytestmark = pytest.mark.neutral
 
 def elements(dataset, count):
     return [np.asarray(e) for e in dataset.take(count)]
+
+
+def as_a_fresh_jax_fit_sees(dataset, count):
+    """What Keras's JAX `fit()` in a fresh process trains on: it draws one element
+    from a first iterator (to build the metrics), then trains from a second one."""
+    next(iter(dataset))
+    return elements(dataset, count)
 
 
 def test_elements_hold_n_critic_fresh_batches_of_every_example_once_per_pass():
@@ -98,3 +108,41 @@ def test_skip_consumed_bad_arguments():
         skip_consumed(finite, 1, batches_per_step=0)
     with pytest.raises(TypeError, match="`dataset`.*ndarray"):
         skip_consumed(np.ones(3), 1)
+
+
+@pytest.mark.parametrize("order", ["shuffle, repeat", "repeat, shuffle"])
+def test_a_resume_follows_the_uninterrupted_stream_when_the_shuffle_follows_repeat(
+    order,
+):
+    """On JAX, a shuffle before `.repeat()` draws a seed per pass from a generator
+    that the iterators share, so the resumed run's first iterator, walking through
+    the skipped passes, changes the order of the passes after them."""
+
+    def build():
+        examples = tf.data.Dataset.range(6)
+        if order == "shuffle, repeat":
+            return examples.shuffle(6, seed=1).batch(2).repeat()
+        return examples.repeat().shuffle(6, seed=1).batch(2)
+
+    uninterrupted = as_a_fresh_jax_fit_sees(build(), 15)  # 5 passes
+    resumed = as_a_fresh_jax_fit_sees(skip_consumed(build(), 7), 8)
+    exact = np.array_equal(np.stack(resumed), np.stack(uninterrupted[7:]))
+    assert exact == (order == "repeat, shuffle")
+    assert shuffles_before_repeat(build()) == (order == "shuffle, repeat")
+
+
+def test_skip_consumed_warns_on_jax_of_a_shuffle_before_repeat(caplog):
+    examples = tf.data.Dataset.range(6)
+    shuffled_first = examples.shuffle(6, seed=1).batch(2).repeat().prefetch(1)
+    repeated_first = examples.repeat().shuffle(6, seed=1).batch(2)
+    with caplog.at_level(logging.WARNING, logger="kerasteps"):
+        skip_consumed(shuffled_first, 0)
+        skip_consumed(repeated_first, 3)
+        skip_consumed(examples.shuffle(6, reshuffle_each_iteration=False).repeat(), 3)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if keras.backend.backend() == "jax":
+        assert len(warned) == 1
+        assert "`dataset` shuffles before `.repeat()`" in warned[0]
+        assert "dataset.repeat().shuffle(n, seed=s).batch(b)" in warned[0]
+    else:
+        assert warned == []

@@ -6,11 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from kerasteps._compat import shuffles_before_repeat
 from kerasteps.cli import main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, load_script
+from tests.recipes.test_image_classifier import write_png_folders
 
 COMMON_OPTIONS = ("--steps", "--log-every", "--log-dir", "--seed", "--resume")
 
@@ -130,3 +133,59 @@ def test_a_recipe_stopped_by_sigterm_says_how_to_resume_and_exits_143(tmp_path, 
     assert last.startswith("Interrupted") and last.endswith(
         "; run again with --resume to continue."
     ), err[-3000:]
+
+
+# ------------------------------------------------------------------ the data stream
+def training_streams(tmp_path):
+    """Each recipe's training batches from step `start` on: `build(start)`."""
+    x = np.arange(60, dtype="float32").reshape(30, 2)
+    y = np.arange(30, dtype="float32")
+    recipes = ROOT / "recipes"
+    global_step = load_script("global_step", recipes)
+    batch_vs_sgd = load_script("batch_vs_sgd", recipes)
+    classifier = load_script("image_classifier", recipes)
+    write_png_folders(tmp_path / "images", {"a": 6, "b": 6})
+    folder = str(tmp_path / "images")
+    yield "global_step", lambda start: global_step.batches(x, y, 4, 1, start)
+    for batch in (1, 4):  # per-example and mini-batch SGD
+        yield (
+            f"batch_vs_sgd {batch}",
+            lambda s, b=batch: batch_vs_sgd.pipeline(x, y, b, 1, s),
+        )
+    images = classifier.make_images(30, 8, 1)
+    yield (
+        "image_classifier",
+        lambda start: skip_consumed(
+            classifier.split_images(*images, 0.2, 4, 1)[0], start
+        ),
+    )
+    yield (
+        "image_classifier --data",
+        lambda start: skip_consumed(
+            classifier.read_directory(folder, 8, 0.25, 2, 1)[0], start
+        ),
+    )
+
+
+def skip_consumed(dataset, start):
+    from kerasteps.data import skip_consumed
+
+    return skip_consumed(dataset, start)
+
+
+def test_every_recipe_repeats_then_shuffles_so_a_jax_resume_is_exact(tmp_path):
+    """Keras's JAX `fit()` in a fresh process draws a first element from one
+    iterator, then trains from a second; a resume at step 17 (a later pass) must
+    see what the uninterrupted run saw from there."""
+
+    def as_a_fresh_jax_fit_sees(dataset, count):
+        next(iter(dataset))
+        return [np.concatenate([np.ravel(t) for t in e]) for e in dataset.take(count)]
+
+    for name, build in training_streams(tmp_path):
+        assert not shuffles_before_repeat(build(0)), name
+        uninterrupted = as_a_fresh_jax_fit_sees(build(0), 25)
+        resumed = as_a_fresh_jax_fit_sees(build(17), 8)
+        assert len(resumed) == 8, name
+        for ours, theirs in zip(resumed, uninterrupted[17:], strict=True):
+            np.testing.assert_array_equal(ours, theirs, err_msg=name)

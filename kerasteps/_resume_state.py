@@ -54,7 +54,8 @@ class ResumeState:
         links: `{name: id}`: what the run is known as elsewhere, e.g. the id of its
             MLflow run (`MLflowLogger`), carried the same way as `run_id`.
         forked_from: None, or for a fork (a checkpoint restored from a copy of
-            its folder while the original still exists) the run it branches off:
+            its folder while the original still exists, or into a run that saves
+            its checkpoints in another directory) the run it branches off:
             `{"run_id": ..., "step": ..., "links": {...}}`. A fork is a run of its
             own (a new run id, no links): it never writes its parent's MLflow run.
 

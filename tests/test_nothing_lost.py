@@ -332,3 +332,46 @@ def test_a_fresh_run_stopped_before_its_first_save_hides_nothing(tmp_path, caplo
         f"StepCheckpoint: {tmp_path} holds no checkpoint of its own"
     ] * 2
     assert StepCheckpoint.restore_latest(tiny_model(seed=2), kept) == 6
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("gone", [False, True], ids=["original-kept", "moved"])
+def test_a_checkpoint_restored_into_another_folder_is_a_fork(tmp_path, caplog, gone):
+    """Restored from A's checkpoints, trained with a `StepCheckpoint` of B (listed
+    after a sink, which claims its file first): the run is a fork with a run id of
+    its own, never A's. With A's folder gone (moved to B), the run continues A's."""
+    from kerasteps.callbacks import JSONLinesLogger
+    from kerasteps.checkpoint._format import read_meta
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fit_steps(tiny_model(), 4, [StepCheckpoint(a, every=2)])
+    (parent,) = {
+        read_meta(i.path)["run_id"] for i in StepCheckpoint.list_checkpoints(a)
+    }
+    model = tiny_model(seed=1)
+    if gone:
+        shutil.move(a, b)
+    assert StepCheckpoint.restore_latest(model, b if gone else a) == 4
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    sink = JSONLinesLogger(b / "log.jsonl", every=2)
+    fit_steps(model, 2, [sink, StepCheckpoint(b, every=2)])
+    (latest,) = [i for i in StepCheckpoint.list_checkpoints(b) if i.step == 6]
+    run_id = read_meta(latest.path)["run_id"]
+    forks = [m for m in _messages(caplog, logging.INFO) if "is a fork of run" in m]
+    if gone:
+        assert run_id == parent and forks == []
+        return
+    assert run_id != parent
+    assert sink.run.forked_from == {"run_id": parent, "step": 4, "links": {}}
+    assert (b / ".log.jsonl.kerasteps-run").read_text().strip() == run_id
+    assert forks == [
+        f"kerasteps: the checkpoint {a / 'ckpt-4'} was restored into a run that saves "
+        f"into {b}: this run is a fork of run {parent} at step 4, with a run id, "
+        "sinks' claims and MLflow run of its own."
+    ]
+    # A's own resume continues A's run.
+    again = tiny_model(seed=2)
+    StepCheckpoint.restore_latest(again, a)
+    fit_steps(again, 2, [StepCheckpoint(a, every=2)])
+    (latest,) = [i for i in StepCheckpoint.list_checkpoints(a) if i.step == 6]
+    assert read_meta(latest.path)["run_id"] == parent

@@ -13,15 +13,21 @@ on: a resumed run is checked to train on as many as its checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import keras
 import numpy as np
 
+from kerasteps._files import _atomic
 from kerasteps._resume_state import ResumeState
 from kerasteps.callbacks import _sinks, _windows
 from kerasteps.callbacks.step_event import StepRecord, Values, scalar_items
+
+logger = logging.getLogger("kerasteps")
 
 
 @dataclass(slots=True)
@@ -50,7 +56,9 @@ class RunCarry:
         start_step: int,
         resume: ResumeState | None,
         previous: RunCarry | None = None,
+        saves_into: str | None = None,
     ):
+        resume = _as_fork(resume, saves_into) if resume is not None else None
         self.windows = _windows.MetricWindows(model)
         self.start_step = start_step
         carried = resume.windows if resume is not None else {}
@@ -178,6 +186,34 @@ class RunCarry:
             examples_per_step=examples_per_step,
             links=dict(self.links),
         )
+
+
+def _as_fork(resume: ResumeState, saves_into: str | None) -> ResumeState:
+    """`resume` as a fork when its checkpoint was restored from another directory
+    than the one the run saves into, and that directory still holds it: the run
+    branches off the restored one, which it never writes (its MLflow run, sinks'
+    claims). A checkpoint whose directory is gone was moved: the run continues."""
+    if saves_into is None or resume.source is None or resume.run_id is None:
+        return resume
+    restored_from = os.path.dirname(resume.source.rstrip("/"))
+    if _atomic.is_local(saves_into) and _atomic.is_local(restored_from):
+        same = os.path.realpath(saves_into) == os.path.realpath(restored_from)
+        gone = not os.path.isdir(resume.source)
+    else:
+        same, gone = saves_into.rstrip("/") == restored_from, False
+    if same or gone:
+        return resume
+    logger.info(
+        "kerasteps: the checkpoint %s was restored into a run that saves into %s: "
+        "this run is a fork of run %s at step %d, with a run id, sinks' claims and "
+        "MLflow run of its own.",
+        resume.source,
+        saves_into,
+        resume.run_id,
+        resume.step,
+    )
+    parent = {"run_id": resume.run_id, "step": resume.step, "links": resume.links}
+    return dataclasses.replace(resume, run_id=None, links={}, forked_from=parent)
 
 
 __all__ = ["Member", "RunCarry"]

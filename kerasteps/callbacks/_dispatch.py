@@ -57,6 +57,15 @@ logger = logging.getLogger("kerasteps")
 
 _DISPATCHERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DISPATCHERS_LOCK = threading.Lock()
+#: Per model, the directory its next run's `StepCheckpoint` saves into: noted when
+#: Keras sets the callbacks' model, before any of them begins the run.
+_SAVES_INTO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_saves_into(model: keras.Model, directory: str) -> None:
+    """Notes where the model's next run saves its checkpoints (`StepCheckpoint`)."""
+    with _DISPATCHERS_LOCK:
+        _SAVES_INTO[model] = directory
 
 
 class Dispatcher:
@@ -71,7 +80,8 @@ class Dispatcher:
         resume = ResumeState.take(model, start_step)
         # A previous `fit()` that raised never ended: this one goes on with its run.
         going_on = previous.carry if previous and not previous.ended else None
-        self.carry = RunCarry(model, start_step, resume, going_on)
+        saves_into = _SAVES_INTO.pop(model, None)  # under `get_dispatcher`'s lock
+        self.carry = RunCarry(model, start_step, resume, going_on, saves_into)
         self.tracker = StepTracker(model, params)
         self._members: list[Member] = []
         # Chief-only callbacks on another worker: they do nothing, but their

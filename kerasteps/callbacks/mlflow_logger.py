@@ -66,8 +66,9 @@ class MLflowLogger(StepSink):
     **A copy is a fork.** A checkpoint restored from a copy of its folder while the
     original is still there (`cp -r A B`, then a resume of B) starts a new MLflow
     run, tagged `kerasteps.forked_from` with the parent's MLflow run id and step:
-    the fork never writes its parent's run. A folder that was moved (the original
-    is gone) continues its run.
+    the fork never writes its parent's run. So does a checkpoint restored into a
+    run whose `StepCheckpoint` saves into another directory. A folder that was
+    moved (the original is gone) continues its run.
 
     **Nothing queued is lost.** Each point is also appended to a local spool (JSON
     lines, handed to the operating system before the point is queued for the

@@ -16,7 +16,7 @@ from kerasteps._files import _atomic, _lock
 from kerasteps._files._paths import writable_dir
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_bool, check_choice, check_int, check_path
-from kerasteps.callbacks import _signals, _sinks, _windows
+from kerasteps.callbacks import _dispatch, _signals, _sinks, _windows
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.checkpoint._format import NAME_RE, read_meta
@@ -513,6 +513,12 @@ class StepCheckpoint(StepCallback):
             )
 
     # -- run ------------------------------------------------------------------------
+    def set_model(self, model: keras.Model) -> None:
+        # Keras sets every callback's model before any begins the run: the run knows
+        # where it saves before its sinks claim their files (a fork's run id).
+        super().set_model(model)
+        _dispatch.note_saves_into(model, self.directory)
+
     def on_run_begin(self, start_step: int) -> None:
         if self.run.is_chief:
             self._lock.acquire()

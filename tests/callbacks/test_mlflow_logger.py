@@ -261,14 +261,10 @@ def _wait_until(what: str, check, run: Run, timeout: float = 120):
 
 def _checkpoint_at(folder: Path, step: int):
     def check():
-        latest = StepCheckpoint.latest(folder)
+        latest = StepCheckpoint.latest(folder) if folder.is_dir() else None
         return latest is not None and latest.step >= step
 
     return check
-
-
-def _jsonl_points(path: Path, key: str) -> list[tuple[int, float]]:
-    return [(row["step"], row[key]) for row in read_jsonl(path) if key in row]
 
 
 @pytest.mark.parametrize("created", [True, False], ids=["run-created", "no-run-yet"])
@@ -345,6 +341,19 @@ def test_a_copied_folder_forks_and_a_moved_one_continues(server, tmp_path):
         45,
         60,
     ]
+    # A checkpoint of A restored into a run that saves into C: a fork too.
+    c = tmp_path / "c"
+    restore = ["--restore-from", str(a / "checkpoints"), "--max-steps", "90"]
+    train_here(c, *restore, "--mlflow", server.uri, "--mlflow-run-name", "c")
+    (other,) = _runs(client, "c")
+    assert json.loads(other.data.tags["kerasteps.forked_from"])["step"] == 60
+    assert [s for s, _ in histories(client, other.info.run_id)["loss"]] == [75, 90]
+    assert [s for s, _ in histories(client, parent.info.run_id)["loss"]] == [
+        15,
+        30,
+        45,
+        60,
+    ]
     # A moved folder is no fork: its resume continues its MLflow run.
     train_here(b, "--max-steps", "90", "--mlflow", server.uri, "--mlflow-run-name", "x")
     shutil.move(b, moved)
@@ -364,24 +373,6 @@ def _runs(client: MlflowClient, name: str) -> list:
     return client.search_runs(
         [experiment.experiment_id], filter_string=f"attributes.run_name = '{name}'"
     )
-
-
-def _wait_until(what: str, check, run: Run, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert run.process.poll() is None, run.log()
-        if check():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"{what} did not happen in {timeout} s:\n{run.log()}")
-
-
-def _checkpoint_at(folder: Path, step: int):
-    def check() -> bool:
-        latest = StepCheckpoint.latest(folder) if folder.is_dir() else None
-        return latest is not None and latest.step >= step
-
-    return check
 
 
 # -- in process -------------------------------------------------------------------

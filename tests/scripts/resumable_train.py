@@ -112,12 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump-final", help="npz file for the final state")
     parser.add_argument("--mlflow", help="also log to this MLflow tracking URI")
     parser.add_argument("--mlflow-run-name", help="the MLflow run's name")
+    parser.add_argument("--restore-from", help="restore this checkpoint directory")
     args = parser.parse_args(argv)
 
     checkpoints = os.path.join(args.workdir, "checkpoints")
     model = build_model()
     # 1. Restore BEFORE fit: the run then continues at the checkpoint's step.
-    start = StepCheckpoint.restore_latest(model, checkpoints)
+    start = StepCheckpoint.restore_latest(model, args.restore_from or checkpoints)
     if args.dump_restored and start is not None:
         dump_state(model, args.dump_restored, start)
 

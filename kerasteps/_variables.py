@@ -31,12 +31,12 @@ def _reader(variable: Any, view: bool = False) -> Callable[[], Any]:
         # A Keras variable's `value` is its `tf.Variable` (outside an autocast
         # scope); a distributed one's, its `DistributedValues`.
         value = variable.value if isinstance(variable, keras.Variable) else variable
-        handle = getattr(value, "handle", None)
-        if (
-            handle is not None
-            and isinstance(value, tf.Variable)
-            and not isinstance(value, tf.distribute.DistributedValues)
-        ):
+        # A distributed variable's `handle` raises in a cross-replica context.
+        plain = isinstance(value, tf.Variable) and not isinstance(
+            value, tf.distribute.DistributedValues
+        )
+        handle = getattr(value, "handle", None) if plain else None
+        if handle is not None:
             read, dtype = tf.raw_ops.ReadVariableOp, value.dtype
             if view and "CPU" in value.device.upper():
                 # NumPy's view of an eager tensor's buffer (`numpy()` copies it).

@@ -17,11 +17,12 @@ Under JAX, several processes train one model with `keras.distribution` (e.g.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from kerasteps import _compat
 
-__all__ = ["is_chief", "patch_keras_multi_worker", "task_of"]
+__all__ = ["is_chief", "patch_keras_multi_worker", "strategy_scope", "task_of"]
 
 
 def _jax_process() -> tuple[int, int] | None:
@@ -96,6 +97,33 @@ def is_chief(model_or_strategy: Any = None) -> bool:
     except Exception:  # noqa: BLE001 - no cluster spec: a single worker
         return True
     return "chief" not in cluster
+
+
+def strategy_scope(model: Any) -> contextlib.AbstractContextManager:
+    """The scope of the `tf.distribute` strategy a model was built under, for a
+    caller outside any strategy's scope (a restore builds optimizer slots, which
+    TensorFlow creates only there); else, and off TensorFlow, a scope that does
+    nothing.
+
+    Args:
+        model: A Keras model.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.distribute import strategy_scope
+    >>> with strategy_scope(keras.Sequential()):
+    ...     pass
+    """
+    # Keras's TensorFlow trainer keeps the strategy of `strategy.scope()` here.
+    strategy = getattr(model, "_distribute_strategy", None)
+    if strategy is None:
+        return contextlib.nullcontext()
+    import tensorflow as tf
+
+    return (
+        contextlib.nullcontext() if tf.distribute.has_strategy() else strategy.scope()
+    )
 
 
 _PATCHED = False

@@ -132,6 +132,17 @@ def test_mirrored_on_two_cpu_devices_matches_one_device(runs, model):
 
 
 @pytest.mark.parametrize("model", MODELS)
+def test_restore_latest_inside_and_outside_the_strategy_scope(runs, model):
+    """A resume under MirroredStrategy: the latest checkpoint restored into a new
+    model inside `strategy.scope()` and outside it, each equal to the trained
+    model, each training on."""
+    restored = result(runs / model / "mirrored")["restored"]
+    then = {"step": 13} if model == "plain" else {"d_step": 26, "g_step": 13}
+    expected = {"step": 12, "equal": True, "then": then}
+    assert restored == {"inside": expected, "outside": expected}
+
+
+@pytest.mark.parametrize("model", MODELS)
 def test_multi_worker_only_the_chief_writes(runs, model):
     chief = runs / model / "multiworker" / "worker0"
     worker = runs / model / "multiworker" / "worker1"

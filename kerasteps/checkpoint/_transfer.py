@@ -146,14 +146,15 @@ def restore(model: keras.Model, info: CheckpointInfo) -> int:
         raise ValueError(
             f"The checkpoint {info.path!r} holds a NaN or an infinity in {bad}."
         )
-    build_optimizers(model)
-    try:
-        _model_state.restore_arrays(model, arrays)
-    except ValueError as error:
-        raise ValueError(
-            f"The checkpoint {info.path!r} does not restore into the model "
-            f"{model.name!r} (the model is as it was): {error}"
-        ) from error
+    with distribute.strategy_scope(model):  # builds distributed slots, too
+        build_optimizers(model)
+        try:
+            _model_state.restore_arrays(model, arrays)
+        except ValueError as error:
+            raise ValueError(
+                f"The checkpoint {info.path!r} does not restore into the model "
+                f"{model.name!r} (the model is as it was): {error}"
+            ) from error
     restored = steps_lib.global_step(model)
     if restored != info.step:
         logger.warning(

@@ -10,7 +10,9 @@ Each model (comma-separated) is trained in each mode (comma-separated: `single`
 and `mirrored` share a process) in turn, into DIR/<model>/<mode>; `multiworker`
 reads TF_CONFIG and writes DIR/<model>/multiworker/worker<index>. Each run writes
 result.json there: the final step counters, the final weights' checksum and the
-number of replicas.
+number of replicas; in `mirrored` mode also `restored`: the latest checkpoint
+restored into a new model inside the strategy's scope and outside it (the step,
+and whether every variable equals the trained model's), then trained on.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def build(kind: str, steps: int):
                 keras.layers.Dense(1),
             ]
         )
-        model.compile(keras.optimizers.SGD(0.05), "mse")
+        # Momentum: slot variables, which a restore builds in the strategy's scope.
+        model.compile(keras.optimizers.SGD(0.05, momentum=0.5), "mse")
         return data, model
     from kerasteps.models import WGAN, build_point_critic, build_point_generator
 
@@ -111,10 +114,40 @@ def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None
         "checksum": float(sum(np.abs(w).sum() for w in weights)),
         "replicas": strategy.num_replicas_in_sync,
     }
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        result["restored"] = restore_twice(kind, strategy, out, model, steps)
     with open(os.path.join(out, "result.json"), "w") as handle:
         json.dump(result, handle)
     print("RESULT", out, json.dumps(result))
     sys.stdout.flush()
+
+
+def restore_twice(kind: str, strategy, out: str, trained, steps: int) -> dict:
+    """Restores the latest checkpoint into new models, inside `strategy.scope()`
+    and outside it, as a resume does; each then trains one step more."""
+    import kerasteps
+    from kerasteps.callbacks import StepCheckpoint
+
+    def values(model) -> list[np.ndarray]:  # a WGAN's optimizers build later
+        slots = model.optimizer.variables if kind == "plain" else []
+        return [np.asarray(v) for v in model.weights + slots]
+
+    found = {}
+    for where in ("inside", "outside"):
+        with strategy.scope():
+            data, model = build(kind, steps)
+            if where == "inside":
+                step = StepCheckpoint.restore_latest(model, os.path.join(out, "ckpt"))
+        if where == "outside":
+            step = StepCheckpoint.restore_latest(model, os.path.join(out, "ckpt"))
+        same = all(
+            np.array_equal(a, b)
+            for a, b in zip(values(model), values(trained), strict=True)
+        )
+        model.fit(data.take(1), epochs=1, verbose=0)
+        found[where] = {"step": step, "equal": same}
+        found[where]["then"] = kerasteps.step_counters(model)
+    return found
 
 
 def main() -> None:

@@ -87,6 +87,8 @@ class RunCarry:
         self.run_known = carried_id is not None or start_step == 0
         #: The run this one branches off (`ResumeState.forked_from`), or None.
         self.forked_from = resume.forked_from if resume is not None else None
+        #: The checkpoint the run was restored from (`ResumeState.source`), or None.
+        self.resumed_from = resume.source if resume is not None else None
         self._snapshots: dict[int, _windows.State] = {start_step: {}}
         self.last_readers: list[Any] = []
 

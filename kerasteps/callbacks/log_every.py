@@ -98,6 +98,11 @@ class LogEvery(StepCallback):
     to the `kerasteps` logger, so lines show up without any logging setup; it
     stays silent as soon as the root logger has a handler of its own.
 
+    A run restored from a checkpoint at step `s` (`StepCheckpoint.restore_latest`)
+    begins with the line `resumed at step s from PATH: lines above of steps after s
+    are superseded by the lines below`: a log stream cannot take back the lines
+    that the interrupted run printed after its checkpoint, so it marks them.
+
     Args:
         every: Positive int or `kerasteps.Every`, default 100. `Every(100, start=1)`
             logs at steps 1, 101, 201 like TF1.
@@ -175,7 +180,20 @@ class LogEvery(StepCallback):
 
     def on_run_begin(self, start_step: int) -> None:
         self._checked = False
-        # No handler for the lines anywhere: add one, so that they show up.
+        self._add_handler()
+        if self.run.resumed_from is not None:
+            # A stream cannot take lines back: it marks where the resume begins.
+            self.logger.log(
+                self.level,
+                "resumed at step %d from %s: lines above of steps after %d are "
+                "superseded by the lines below",
+                start_step,
+                self.run.resumed_from,
+                start_step,
+            )
+
+    def _add_handler(self) -> None:
+        """Adds a handler for the lines when none is anywhere, so they show up."""
         if self.logger.handlers or logging.getLogger().handlers:
             return
         handler = logging.StreamHandler(sys.stderr)

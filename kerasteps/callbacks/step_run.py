@@ -56,6 +56,8 @@ class StepRun:
         forked_from: None, or the run this one branches off (a checkpoint
             restored from a copy of its folder while the original still exists):
             `{"run_id": ..., "step": ..., "links": {...}}`.
+        resumed_from: The path of the checkpoint the run was restored from
+            (`StepCheckpoint.restore_latest`), or None.
         thread: The id of the thread that runs `fit()` (Keras calls the callbacks'
             hooks there).
         non_finite_at: The step where a guard found a non-finite value
@@ -93,6 +95,7 @@ class StepRun:
         self.run_known: bool = carry.run_known
         self.links: dict[str, str] = carry.links
         self.forked_from: Mapping[str, Any] | None = carry.forked_from
+        self.resumed_from: str | None = carry.resumed_from
         self.thread: int = threading.get_ident()
         self.non_finite_at: int | None = None
 

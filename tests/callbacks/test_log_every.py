@@ -176,3 +176,26 @@ def test_other_logger_and_level(caplog):
 def test_bad_arguments(kwargs, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         LogEvery(**kwargs)
+
+
+def test_a_resumed_run_marks_where_its_lines_supersede_the_ones_above(tmp_path, caplog):
+    """A stream cannot take back the lines an interrupted run printed after its
+    checkpoint: the resumed run's first line says where the resume begins. A second
+    `fit()` that goes on in the same process marks nothing."""
+    from kerasteps.callbacks import StepCheckpoint
+    from tests.helpers import fit_steps
+
+    caplog.set_level(logging.INFO, logger="kerasteps")
+    fit_steps(tiny_model(), 6, [StepCheckpoint(tmp_path, every=3)])
+    (kept,) = [i for i in StepCheckpoint.list_checkpoints(tmp_path) if i.step == 6]
+    model = tiny_model(seed=1)
+    StepCheckpoint.restore_latest(model, tmp_path)
+    caplog.clear()
+    fit_steps(model, 2, [LogEvery(1)])
+    fit_steps(model, 1, [LogEvery(1)])
+    lines = kerasteps_lines(caplog)
+    assert lines[0] == (
+        f"resumed at step 6 from {kept.path}: lines above of steps after 6 are "
+        "superseded by the lines below"
+    )
+    assert [line.split(" at step ")[-1] for line in lines[1:]] == ["7", "8", "9"]

@@ -93,8 +93,10 @@ class GracefulStop:
             return
         if threading.current_thread() is not threading.main_thread():
             logger.warning(
-                "StepCheckpoint: fit() runs outside the main thread; no signal "
-                "handlers installed."
+                "StepCheckpoint: fit() runs outside the main thread, where Python "
+                "installs no signal handler: to save and stop on a preemption, call "
+                "checkpoint.request_stop() from the main thread's signal handler or "
+                "the cluster's preemption hook."
             )
             return
         self._previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}

@@ -233,8 +233,11 @@ class StepCheckpoint(StepCallback):
     checkpoint at the next batch end and stop training (`model.stop_training =
     True`), with one WARNING line; `interrupted` is then True and `signal_received`
     names the signal, so the script can exit (`128 + signal_received` by
-    convention). A second signal goes to the handler that was there before: SIGTERM
-    then kills, Ctrl-C raises `KeyboardInterrupt` at once. Handlers are installed on
+    convention). Off the main thread (Ray Train), where Python installs no signal
+    handler, `request_stop()` does the same: call it from the main thread's
+    handler or the cluster's preemption hook. A second signal goes to the handler
+    that was there before: SIGTERM then kills, Ctrl-C raises `KeyboardInterrupt` at
+    once. Handlers are installed on
     the main thread when the run begins and restored when it ends; after a `fit()`
     that raised (no hook runs then), a handler that finds its run gone steps aside
     and re-delivers the signal.
@@ -676,6 +679,46 @@ class StepCheckpoint(StepCallback):
         self._lock.release()
 
     # -- signals --------------------------------------------------------------------
+    def request_stop(self, signum: int = signal.SIGTERM) -> bool:
+        """Saves a checkpoint at the next batch end and stops, as a first signal does.
+
+        Where `fit()` runs off the main thread (Ray Train's workers, a thread of
+        your own), Python installs no signal handler for it: call this from a
+        handler of the main thread, or from the cluster's preemption hook. It may
+        be called from any thread.
+
+        Args:
+            signum: The signal reported as received (`signal_received`), default
+                SIGTERM.
+
+        Returns:
+            True if the run in progress will save and stop; False when no run is in
+            progress, or it already stops.
+
+        Example:
+
+        >>> import tempfile, keras, numpy as np
+        >>> from kerasteps.callbacks import StepCheckpoint
+        >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> checkpoint = StepCheckpoint(tempfile.mkdtemp(), every=100)
+        >>> preempt = keras.callbacks.LambdaCallback(
+        ...     on_train_batch_end=lambda batch, logs: batch == 2
+        ...     and checkpoint.request_stop()
+        ... )
+        >>> x = np.zeros((20, 1))
+        >>> callbacks = [checkpoint, preempt]
+        >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=callbacks)
+        >>> checkpoint.interrupted, checkpoint.last_saved.step
+        (True, 4)
+        """
+        (signum,) = _signals.check_signals([signum], "signum")
+        running = self._run is not None and not self._run.ended
+        if not running or self.signal_received is not None:
+            return False
+        self._on_signal(signum)
+        return True
+
     def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
         self._wake()

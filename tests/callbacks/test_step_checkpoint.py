@@ -316,6 +316,55 @@ def test_sigterm_saves_at_the_next_batch_end_and_stops(tmp_path):
     assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [final]
 
 
+def test_off_the_main_thread_a_handler_of_the_main_thread_stops_the_run(
+    tmp_path, caplog
+):
+    """`fit()` in a thread of its own (as Ray Train runs it): no handler can be
+    installed there, and the WARNING names `request_stop`; a SIGTERM handler of the
+    main thread that calls it, while the thread trains, saves and stops the run."""
+    import threading
+
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    checkpoint = StepCheckpoint(tmp_path, every=100)
+    model = tiny_model()
+    at_step_7, signalled = threading.Event(), threading.Event()
+
+    class Preempted(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 6:  # step 7: wait for the main thread's signal
+                at_step_7.set()
+                signalled.wait(30)
+
+    requests = []
+    previous = signal.signal(
+        signal.SIGTERM,
+        lambda signum, frame: requests.append(checkpoint.request_stop(signum)),
+    )
+    try:
+        worker = threading.Thread(
+            target=fit_steps, args=(model, 20, [Preempted(), checkpoint])
+        )
+        worker.start()
+        assert at_step_7.wait(60)
+        os.kill(os.getpid(), signal.SIGTERM)
+        signalled.set()
+        worker.join(60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert requests == [True]
+    assert (checkpoint.interrupted, checkpoint.signal_received) == (True, 15)
+    # The checkpoint's own end of step 7 came after the request: it saved there.
+    assert kerasteps.global_step(model) == 7
+    assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [7]
+    assert checkpoint.request_stop() is False  # no run in progress
+    (warning,) = [
+        r.getMessage() for r in caplog.records if "main thread" in r.getMessage()
+    ]
+    assert "call checkpoint.request_stop() from the main thread's signal handler" in (
+        warning
+    )
+
+
 def test_restore_into_a_different_model_raises(tmp_path):
     model = tiny_model()
     fit_steps(model, 2, [StepCheckpoint(tmp_path, every=2)])

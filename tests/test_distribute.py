@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kerasteps.distribute import is_chief, task_of
@@ -60,6 +61,13 @@ def finish(process: subprocess.Popen) -> str:
 
 def result(out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
+
+
+def largest_weight_difference(a: Path, b: Path) -> float:
+    """The largest element-wise difference between two runs' final weights."""
+    first, second = np.load(a / "weights.npz"), np.load(b / "weights.npz")
+    assert first.files == second.files
+    return max(float(np.max(np.abs(first[k] - second[k]))) for k in first.files)
 
 
 def free_ports(count: int) -> list[int]:
@@ -118,8 +126,9 @@ def test_mirrored_on_two_cpu_devices_matches_one_device(runs, model):
     assert one["counters"] == two["counters"]
     global_name = "step" if model == "plain" else "g_step"
     assert two["counters"][global_name] == 12
-    # Same global batch and seed: the same weights up to float summation order.
-    assert two["checksum"] == pytest.approx(one["checksum"], rel=1e-4)
+    # Same global batch and seed: the same weights up to float summation order
+    # (measured: 6.0e-8 plain, 1.5e-8 WGAN, after 12 steps).
+    assert largest_weight_difference(single, mirrored) <= 1e-6
     # One set of event files, each step once.
     assert len(list((mirrored / "tb" / "train").iterdir())) == 1
     tag = "loss" if model == "plain" else "d_loss"
@@ -149,12 +158,14 @@ def test_multi_worker_only_the_chief_writes(runs, model):
     expected = {"step": 12} if model == "plain" else {"d_step": 24, "g_step": 12}
     assert result(chief)["counters"] == result(worker)["counters"] == expected
     assert result(chief)["replicas"] == 2
-    assert result(chief)["checksum"] == result(worker)["checksum"]
-    # Same global batch and seed as one device: the same weights, within float error.
-    single = result(runs / model / "single")["checksum"]
-    assert result(chief)["checksum"] == pytest.approx(single, rel=1e-4)
-    # The worker wrote no logs and no checkpoints: only the script's own result.
-    assert files_under(worker) == ["result.json"]
+    assert largest_weight_difference(chief, worker) == 0.0
+    # Same global batch and seed as one device: the same weights, element by
+    # element, up to float summation order (measured: 6.0e-8 plain, 1.5e-8 WGAN).
+    # A worker fed its own half of each batch (sharded by hand, on top of
+    # tf.distribute's sharding) is 0.097 away after 300 steps: docs/distributed.md.
+    assert largest_weight_difference(runs / model / "single", chief) <= 1e-6
+    # The worker wrote no logs and no checkpoints: only the script's own results.
+    assert files_under(worker) == ["result.json", "weights.npz"]
     tag = "loss" if model == "plain" else "d_loss"
     assert read_scalar_steps(str(chief / "tb"), "train", tag) == [3, 6, 9, 12]
     assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))

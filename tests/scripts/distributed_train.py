@@ -9,8 +9,8 @@ up before TensorFlow starts.
 Each model (comma-separated) is trained in each mode (comma-separated: `single`
 and `mirrored` share a process) in turn, into DIR/<model>/<mode>; `multiworker`
 reads TF_CONFIG and writes DIR/<model>/multiworker/worker<index>. Each run writes
-result.json there: the final step counters, the final weights' checksum and the
-number of replicas; in `mirrored` mode also `restored`: the latest checkpoint
+result.json there: the final step counters and the number of replicas (and the
+final weights in weights.npz); in `mirrored` mode also `restored`: the latest checkpoint
 restored into a new model inside the strategy's scope and outside it (the step,
 and whether every variable equals the trained model's), then trained on.
 """
@@ -109,9 +109,9 @@ def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None
         callbacks.append(MLflowLogger(3, tracking_uri=mlflow, experiment=kind))
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
     weights = [np.asarray(w) for w in model.weights]
+    np.savez(os.path.join(out, "weights.npz"), *weights)
     result = {
         "counters": kerasteps.step_counters(model),
-        "checksum": float(sum(np.abs(w).sum() for w in weights)),
         "replicas": strategy.num_replicas_in_sync,
     }
     if isinstance(strategy, tf.distribute.MirroredStrategy):

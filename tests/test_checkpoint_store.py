@@ -382,3 +382,32 @@ def test_a_checkpoint_restores_across_backends(tmp_path):
 
 def dumped_keys(path) -> dict[str, np.ndarray]:
     return {k.replace(".", "/"): v for k, v in dumped(path).items()}
+
+
+def test_a_save_due_while_the_one_before_is_in_flight_is_said_once(
+    tmp_path, caplog, monkeypatch
+):
+    """Writes slowed to 0.8 s, a save every step: each save waits for the one
+    before, and one WARNING says so, with how long it had been in flight and how
+    long training waited (said from a wait of 0.5 s on)."""
+    import time
+
+    from tests.helpers import fit_steps, tiny_model
+
+    write = CheckpointStore.write
+
+    def slow_write(self, capture):
+        time.sleep(0.8)
+        return write(self, capture)
+
+    monkeypatch.setattr(CheckpointStore, "write", slow_write)
+    caplog.set_level(logging.WARNING, logger="kerasteps")
+    fit_steps(tiny_model(), 3, [StepCheckpoint(tmp_path, every=1, keep=10)])
+    assert [i.step for i in StepCheckpoint.list_checkpoints(tmp_path)] == [1, 2, 3]
+    (line,) = [r.getMessage() for r in caplog.records if "in flight" in r.getMessage()]
+    began = float(line.split("in flight ")[1].split(" s after")[0])
+    waited = float(line.split("training waited ")[1].split(" s for")[0])
+    prefix = "StepCheckpoint: a save was due, but the one before it was still in "
+    assert line.startswith(prefix + "flight ")
+    assert f"(while writing the checkpoint of step 1 to {tmp_path})" in line
+    assert 0 <= began < 0.3 and waited >= 0.5 and began + waited >= 0.79

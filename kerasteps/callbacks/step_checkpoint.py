@@ -629,7 +629,7 @@ class StepCheckpoint(StepCallback):
         counters = (event.global_counter, event.counters)
         try:
             if self.async_save:
-                self._finish_background()  # at most one save in flight
+                self._finish_background(due=True)  # at most one save in flight
                 self.store.save_async(self.model, meta, self._saved, counters)
             else:
                 self._saved(self.store.save(self.model, meta, counters))
@@ -638,8 +638,9 @@ class StepCheckpoint(StepCallback):
             self._done_steps.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)
 
-    def _finish_background(self) -> None:
-        """Waits for the background save in flight, raising its error.
+    def _finish_background(self, due: bool = False) -> None:
+        """Waits for the background save in flight, raising its error (`due`: a
+        save is due now, see `CheckpointStore.wait_for_writer`).
 
         A save refused because the state is not finite is no error (the store logs
         it). Any other error of the background write is raised; `fit()` then ends
@@ -647,7 +648,7 @@ class StepCheckpoint(StepCallback):
         given back first.
         """
         try:
-            self.store.writer.wait()
+            self.store.wait_for_writer(due)
         except BaseException:
             self._leave()
             raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,9 @@ class BackgroundWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.on_error: Callable[[BaseException], None] | None = None
+        #: What the latest write does (`start`'s `where`), and when it began
+        #: (`time.monotonic()`).
+        self.where, self.began = "", 0.0
 
     def start(self, write: Callable[[], Any], where: str) -> None:
         """Runs `write()` on the writer thread; `where` names it in an error's note.
@@ -51,6 +55,7 @@ class BackgroundWriter:
                 if self.on_error is not None:
                     self.on_error(error)
 
+        self.where, self.began = where, time.monotonic()
         self._thread = threading.Thread(
             target=run, name="kerasteps-checkpoint-writer", daemon=False
         )

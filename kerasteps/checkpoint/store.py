@@ -130,6 +130,9 @@ __all__ = ["CheckpointInfo", "CheckpointStore", "NonFiniteStateError"]
 
 logger = logging.getLogger("kerasteps")
 
+#: A save that training waits this long for, to start the next, is said (once).
+_BEHIND_WARNING_S = 0.5
+
 
 class NonFiniteStateError(ValueError):
     """The state to save holds a NaN or an infinity: the checkpoint is refused."""
@@ -179,6 +182,7 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
         self.writer = BackgroundWriter()
+        self._warned_behind = False
 
     # -- paths ------------------------------------------------------------------------
     def _inside(self, name: str) -> str:
@@ -456,7 +460,7 @@ class CheckpointStore:
         Returns:
             The global step of the captured state.
         """
-        self.writer.wait()
+        self.wait_for_writer(due=True)
         capture = self.capture(model, extra_meta, self._snapshot, counters)
 
         def write() -> None:
@@ -473,6 +477,38 @@ class CheckpointStore:
         )
         self.writer.start(write, where)
         return capture.step
+
+    def wait_for_writer(self, due: bool = False) -> None:
+        """Waits for the background save in flight, if any, and raises its error.
+
+        With `due` (a save is due now), a save still in flight that training
+        waits at least half a second for is said once, at WARNING: saves fall
+        behind the steps between them (how long it had been in flight, and how long
+        training waited).
+
+        Args:
+            due: True when the caller waits to start the next save.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kerasteps.checkpoint.store import CheckpointStore
+        >>> CheckpointStore(tempfile.mkdtemp()).wait_for_writer()
+        """
+        behind, now = due and self.writer.in_flight, time.monotonic()
+        self.writer.wait()
+        waited = time.monotonic() - now
+        if behind and waited >= _BEHIND_WARNING_S and not self._warned_behind:
+            self._warned_behind = True
+            logger.warning(
+                "StepCheckpoint: a save was due, but the one before it was still "
+                "in flight %.2f s after it began (%s); training waited %.2f s for "
+                "it. Saves fall behind the steps between them: save less often (a "
+                "larger `every`), or to a faster disk.",
+                now - self.writer.began,
+                self.writer.where,
+                waited,
+            )
 
     def prepare(self, model: keras.Model) -> None:
         """Allocates the host buffers of the saves now (at a run's start).

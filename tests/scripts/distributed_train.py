@@ -4,7 +4,7 @@ Used by tests/test_distribute.py in subprocesses, because logical devices must b
 up before TensorFlow starts.
 
     python distributed_train.py --mode single,mirrored|multiworker --out DIR
-        [--model plain,wgan] [--steps 12]
+        [--model plain,wgan] [--steps 12] [--checkpoints DIR] [--hang-at STEP]
 
 Each model (comma-separated) is trained in each mode (comma-separated: `single`
 and `mirrored` share a process) in turn, into DIR/<model>/<mode>; `multiworker`
@@ -12,7 +12,9 @@ reads TF_CONFIG and writes DIR/<model>/multiworker/worker<index>. Each run write
 result.json there: the final step counters and the number of replicas (and the
 final weights in weights.npz); in `mirrored` mode also `restored`: the latest checkpoint
 restored into a new model inside the strategy's scope and outside it (the step,
-and whether every variable equals the trained model's), then trained on.
+and whether every variable equals the trained model's), then trained on. With
+`--checkpoints` every worker saves into and resumes from that one directory; with
+`--hang-at` the run writes `hanging` and sleeps at that step, to be killed.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import argparse
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -81,7 +85,7 @@ def build(kind: str, steps: int):
     return data, model
 
 
-def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None:
+def train(kind: str, strategy, out: str, args: argparse.Namespace) -> None:
     import keras
 
     import kerasteps
@@ -93,20 +97,27 @@ def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None
         StepTensorBoard,
         StopAtStep,
     )
+    from kerasteps.data import skip_consumed
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
+    steps = args.steps
     with strategy.scope():
         data, model = build(kind, steps)
+    checkpoints = args.checkpoints or os.path.join(out, "ckpt")
+    start = StepCheckpoint.restore_latest(model, checkpoints) if args.checkpoints else 0
     callbacks = [
         LogEvery(3),
         StepTensorBoard(os.path.join(out, "tb"), every=3),
         JSONLinesLogger(os.path.join(out, "log.jsonl"), every=1),
-        StepCheckpoint(os.path.join(out, "ckpt"), every=6),
+        StepCheckpoint(checkpoints, every=6),
         StopAtStep(steps),
     ]
-    if mlflow:
-        callbacks.append(MLflowLogger(3, tracking_uri=mlflow, experiment=kind))
+    if args.mlflow:
+        callbacks.append(MLflowLogger(3, tracking_uri=args.mlflow, experiment=kind))
+    if args.hang_at:
+        callbacks.append(Hang(args.hang_at, os.path.join(out, "hanging")))
+    data = skip_consumed(data, start or 0)
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
     weights = [np.asarray(w) for w in model.weights]
     np.savez(os.path.join(out, "weights.npz"), *weights)
@@ -120,6 +131,20 @@ def train(kind: str, strategy, out: str, steps: int, mlflow: str | None) -> None
         json.dump(result, handle)
     print("RESULT", out, json.dumps(result))
     sys.stdout.flush()
+
+
+class Hang(keras.callbacks.Callback):
+    """Writes `marker` and sleeps at the end of `step`: a test kills the process
+    there, while the steps after the last checkpoint are unsaved."""
+
+    def __init__(self, step: int, marker: str):
+        super().__init__()
+        self.step, self.marker = step, marker
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == self.step:
+            open(self.marker, "w").close()
+            time.sleep(3600)
 
 
 def restore_twice(kind: str, strategy, out: str, trained, steps: int) -> dict:
@@ -157,6 +182,10 @@ def main() -> None:
     parser.add_argument("--model", default="plain")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--mlflow", help="also log to this MLflow tracking URI")
+    parser.add_argument(
+        "--checkpoints", help="one checkpoint directory for every worker, resumed"
+    )
+    parser.add_argument("--hang-at", type=int, help="hang at this step (to be killed)")
     args = parser.parse_args()
 
     modes = args.mode.split(",")
@@ -176,7 +205,7 @@ def main() -> None:
             if task_index is not None:
                 out = os.path.join(out, f"worker{task_index}")
             os.makedirs(out, exist_ok=True)
-            train(kind, strategy, out, args.steps, args.mlflow)
+            train(kind, strategy, out, args)
 
 
 if __name__ == "__main__":

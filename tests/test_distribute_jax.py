@@ -3,17 +3,22 @@
 Runs `tests/scripts/jax_data_parallel.py` under `KERAS_BACKEND=jax` in subprocesses:
 one process with two CPU devices, and two processes joined by
 `jax.distributed.initialize` (gloo collectives on CPU). Every process counts the
-same steps; only process 0 writes logs and checkpoints.
+same steps; only process 0 writes logs and checkpoints. And
+`tests/scripts/jax_four_devices.py`: one process with 4 devices, beside a per-batch
+witness, killed -9 and resumed bitwise.
 """
 
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kerasteps.callbacks import StepCheckpoint
@@ -96,3 +101,74 @@ def test_two_processes_only_process_0_writes(results):
     # Process 1 counted every step and wrote no file (its sinks checked, when
     # built, that their folders are writable, as on every process).
     assert [p for p in (folder / "p1").rglob("*") if p.is_file()] == []
+
+
+FOUR = SCRIPTS / "jax_four_devices.py"
+
+
+def run_four(out: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen(
+        [sys.executable, str(FOUR), str(out), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def four_devices(tmp_path_factory) -> tuple[Path, dict, Path, dict]:
+    """One process with 4 devices trains to step 30; beside it, the same run is
+    killed -9 at step 17 (its checkpoint of step 10 committed) and run again."""
+    straight = tmp_path_factory.mktemp("straight")
+    killed = tmp_path_factory.mktemp("killed")
+    first, hanging = run_four(straight), run_four(killed, "--hang-at", "17")
+    try:
+        deadline = time.monotonic() + 300
+        while not (killed / "hanging").exists():
+            assert hanging.poll() is None, hanging.communicate()[1][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert StepCheckpoint.latest(killed / "ck").step == 10
+        hanging.send_signal(signal.SIGKILL)
+        hanging.wait(30)
+        resumed = finish(run_four(killed))
+        return straight, finish(first), killed, resumed
+    finally:
+        for process in (first, hanging):
+            if process.poll() is None:
+                process.kill()
+
+
+def test_four_devices_log_what_a_per_batch_witness_sees(four_devices):
+    straight, result, _, _ = four_devices
+    assert (result["devices"], result["start"], result["step"]) == (4, 0, 30)
+    running = dict(result["witness"])  # Keras's running mean since the fit began
+    rows = read_jsonl(straight / "log.jsonl")
+    assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30]
+    for row in rows:
+        step = row["step"]
+        before = running.get(step - 5, 0.0) * (step - 5)
+        window = (running[step] * step - before) / 5
+        # The witness rebuilds sums from float32 running means: it is as exact as
+        # a few float32 ulp of the running sum, over the window's 5 steps.
+        ulp = float(np.spacing(np.float32(running[step] * step)))
+        assert row["loss"] == pytest.approx(window, rel=0, abs=4 * ulp / 5), step
+
+
+def test_four_devices_killed_and_resumed_end_bitwise_as_uninterrupted(four_devices):
+    straight, _, killed, resumed = four_devices
+    assert (resumed["devices"], resumed["start"], resumed["step"]) == (4, 10, 30)
+    ours, theirs = np.load(killed / "state.npz"), np.load(straight / "state.npz")
+    assert ours.files == theirs.files
+    for key in ours.files:  # weights and Adam's slots, bit for bit
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+    rows, straight_rows = (
+        read_jsonl(killed / "log.jsonl"),
+        read_jsonl(straight / "log.jsonl"),
+    )
+    assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30]  # each once
+    losses, expected = [r["loss"] for r in rows], [r["loss"] for r in straight_rows]
+    assert losses[:2] == expected[:2]  # written before the kill
+    assert losses[2:] == pytest.approx(expected[2:], rel=1e-5)  # the stated bound

@@ -119,11 +119,13 @@ def run_four(out: Path, *args: str) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def four_devices(tmp_path_factory) -> tuple[Path, dict, Path, dict]:
-    """One process with 4 devices trains to step 30; beside it, the same run is
-    killed -9 at step 17 (its checkpoint of step 10 committed) and run again."""
+    """One process with 4 devices trains to step 30 (then a `ModelParallel` model,
+    saved and restored); beside it, the same run is killed -9 at step 17 (its
+    checkpoint of step 10 committed) and run again."""
     straight = tmp_path_factory.mktemp("straight")
     killed = tmp_path_factory.mktemp("killed")
-    first, hanging = run_four(straight), run_four(killed, "--hang-at", "17")
+    first = run_four(straight, "--model-parallel")
+    hanging = run_four(killed, "--hang-at", "17")
     try:
         deadline = time.monotonic() + 300
         while not (killed / "hanging").exists():
@@ -172,3 +174,16 @@ def test_four_devices_killed_and_resumed_end_bitwise_as_uninterrupted(four_devic
     losses, expected = [r["loss"] for r in rows], [r["loss"] for r in straight_rows]
     assert losses[:2] == expected[:2]  # written before the kill
     assert losses[2:] == pytest.approx(expected[2:], rel=1e-5)  # the stated bound
+
+
+def test_model_parallel_keeps_its_sharding_through_a_restore(four_devices):
+    """A `LayoutMap` over a 2 x 2 mesh shards the kernels, biases and Adam's slots
+    along `model`; the restored model's are sharded the same, with equal values."""
+    _, result, _, _ = four_devices
+    assert result["model_parallel"] == {
+        "step": 40,
+        "sharded": 9,
+        "variables": 14,
+        "same_sharding": True,
+        "same_values": True,
+    }

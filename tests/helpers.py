@@ -13,6 +13,7 @@ import json
 import math
 import os
 import socket
+import time
 import types
 from pathlib import Path
 
@@ -38,6 +39,34 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until(condition, processes=(), timeout: float = 300.0) -> None:
+    """Polls `condition()` every 0.1 s until it holds; fails at once when one of
+    `processes` (Popen, text mode) exits first, with the end of its output."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for process in processes:
+            if process.poll() is not None:
+                out, err = process.communicate()
+                output = (out or "") + (err or "")
+                pytest.fail(
+                    f"exited with {process.returncode} first:\n{output[-3000:]}"
+                )
+        if time.monotonic() > deadline:
+            pytest.fail(f"not so after {timeout} s")
+        time.sleep(0.1)
+
+
+def as_a_fresh_jax_fit_sees(dataset: tf.data.Dataset, count: int) -> list:
+    """The first `count` elements that Keras's JAX `fit()` in a fresh process trains
+    on, each flattened into one array: it draws one element from a first iterator
+    (to build the metrics), then trains from a second one."""
+    next(iter(dataset))
+    return [
+        np.concatenate([np.ravel(t) for t in tf.nest.flatten(element)])
+        for element in dataset.take(count)
+    ]
 
 
 @functools.cache

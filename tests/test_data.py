@@ -13,20 +13,13 @@ import tensorflow as tf
 from kerasteps._compat import shuffles_before_repeat
 from kerasteps.data import gan_batches, skip_consumed
 from kerasteps.models import WGAN
-from tests.helpers import fit_on_tiny_data, tiny_model
+from tests.helpers import as_a_fresh_jax_fit_sees, fit_on_tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
 
 def elements(dataset, count):
     return [np.asarray(e) for e in dataset.take(count)]
-
-
-def as_a_fresh_jax_fit_sees(dataset, count):
-    """What Keras's JAX `fit()` in a fresh process trains on: it draws one element
-    from a first iterator (to build the metrics), then trains from a second one."""
-    next(iter(dataset))
-    return elements(dataset, count)
 
 
 def test_elements_hold_n_critic_fresh_batches_of_every_example_once_per_pass():

@@ -13,14 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kerasteps.distribute import is_chief, task_of
-from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps
+from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps, wait_until
 
 SCRIPT = SCRIPTS / "distributed_train.py"
 TIMEOUT_S = 240
@@ -100,7 +99,11 @@ def runs(tmp_path_factory) -> Path:
         hanging = start_cluster(killed, *shared, "--hang-at", "9")
         processes += hanging
         marker = killed / "plain" / "multiworker" / "worker0" / "hanging"
-        wait_until(lambda: marker.exists() and latest_step(killed / "ck") == 6)
+
+        def hanging_after_the_save_of_6() -> bool:
+            return marker.exists() and latest_step(killed / "ck") == 6
+
+        wait_until(hanging_after_the_save_of_6, hanging, TIMEOUT_S)
         for process in hanging:
             process.send_signal(signal.SIGKILL)  # the cluster is lost at step 9
             process.wait(30)
@@ -132,13 +135,6 @@ def latest_step(directory: Path) -> int | None:
 
     latest = StepCheckpoint.latest(directory) if directory.is_dir() else None
     return None if latest is None else latest.step
-
-
-def wait_until(condition, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not so after {timeout} s"
-        time.sleep(0.1)
 
 
 def mlflow_uri(root: Path) -> str:

@@ -15,14 +15,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kerasteps.callbacks import StepCheckpoint
-from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps
+from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps, wait_until
 
 SCRIPT = SCRIPTS / "jax_data_parallel.py"
 
@@ -32,11 +31,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def start(out: Path, *args: str) -> subprocess.Popen:
+def start(out: Path, *args: str, script: Path = SCRIPT) -> subprocess.Popen:
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env.pop("XLA_FLAGS", None)
+    env.pop("XLA_FLAGS", None)  # each script sets its devices
     return subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(out), *args],
+        [sys.executable, str(script), str(out), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -106,17 +105,6 @@ def test_two_processes_only_process_0_writes(results):
 FOUR = SCRIPTS / "jax_four_devices.py"
 
 
-def run_four(out: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.Popen(
-        [sys.executable, str(FOUR), str(out), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def four_devices(tmp_path_factory) -> tuple[Path, dict, Path, dict]:
     """One process with 4 devices trains to step 30 (then a `ModelParallel` model,
@@ -124,18 +112,14 @@ def four_devices(tmp_path_factory) -> tuple[Path, dict, Path, dict]:
     checkpoint of step 10 committed) and run again."""
     straight = tmp_path_factory.mktemp("straight")
     killed = tmp_path_factory.mktemp("killed")
-    first = run_four(straight, "--model-parallel")
-    hanging = run_four(killed, "--hang-at", "17")
+    first = start(straight, "--model-parallel", script=FOUR)
+    hanging = start(killed, "--hang-at", "17", script=FOUR)
     try:
-        deadline = time.monotonic() + 300
-        while not (killed / "hanging").exists():
-            assert hanging.poll() is None, hanging.communicate()[1][-3000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until((killed / "hanging").exists, [hanging])
         assert StepCheckpoint.latest(killed / "ck").step == 10
         hanging.send_signal(signal.SIGKILL)
         hanging.wait(30)
-        resumed = finish(run_four(killed))
+        resumed = finish(start(killed, script=FOUR))
         return straight, finish(first), killed, resumed
     finally:
         for process in (first, hanging):

@@ -237,10 +237,9 @@ class StepCheckpoint(StepCallback):
     handler, `request_stop()` does the same: call it from the main thread's
     handler or the cluster's preemption hook. A second signal goes to the handler
     that was there before: SIGTERM then kills, Ctrl-C raises `KeyboardInterrupt` at
-    once. Handlers are installed on
-    the main thread when the run begins and restored when it ends; after a `fit()`
-    that raised (no hook runs then), a handler that finds its run gone steps aside
-    and re-delivers the signal.
+    once. Handlers are installed on the main thread when the run begins and
+    restored when it ends; after a `fit()` that raised (no hook runs then), a
+    handler that finds its run gone steps aside and re-delivers the signal.
 
     A checkpoint scheduled at a step that ends an epoch is written at the epoch end,
     after the sinks wrote that step (with Keras's validation values). A step where

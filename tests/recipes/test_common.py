@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from kerasteps._compat import shuffles_before_repeat
 from kerasteps.cli import main
-from tests.helpers import ROOT, load_script
+from kerasteps.data import skip_consumed
+from tests.helpers import ROOT, as_a_fresh_jax_fit_sees, load_script
 from tests.recipes.test_image_classifier import write_png_folders
 
 COMMON_OPTIONS = ("--steps", "--log-every", "--log-dir", "--seed", "--resume")
@@ -167,21 +168,10 @@ def training_streams(tmp_path):
     )
 
 
-def skip_consumed(dataset, start):
-    from kerasteps.data import skip_consumed
-
-    return skip_consumed(dataset, start)
-
-
 def test_every_recipe_repeats_then_shuffles_so_a_jax_resume_is_exact(tmp_path):
     """Keras's JAX `fit()` in a fresh process draws a first element from one
     iterator, then trains from a second; a resume at step 17 (a later pass) must
     see what the uninterrupted run saw from there."""
-
-    def as_a_fresh_jax_fit_sees(dataset, count):
-        next(iter(dataset))
-        return [np.concatenate([np.ravel(t) for t in e]) for e in dataset.take(count)]
-
     for name, build in training_streams(tmp_path):
         assert not shuffles_before_repeat(build(0)), name
         uninterrupted = as_a_fresh_jax_fit_sees(build(0), 25)

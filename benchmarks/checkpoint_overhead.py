@@ -29,14 +29,23 @@ Then it measures the CPU cost of one kerasteps save outside training: the host c
 (training thread) and the write (HDF5, fsync, CRC-32; background thread), and the
 floor that the write sets on the ratio when training keeps every core busy.
 
+With `--lag`, it measures instead how far behind its step an async save commits,
+for the `wgan` recipe's point models (two 3x128 MLPs, both Adams; batch 128,
+n_critic 5): interleaved fits of `--steps` steps without a checkpoint and with
+`StepCheckpoint(every=20)`, the time from each saving step's batch end to the
+save's commit (median and highest per fit), and the floor of that time: one save
+(host copy and write) on the idle machine, the median of 20.
+
 TensorFlow's thread pools are fixed (`--threads`, default 2 intra-op and 2 inter-op
 threads) so that rounds compare. The figures in docs/benchmarks.md come from:
 
-    python benchmarks/checkpoint_overhead.py --rounds 9 --steps 100
+    python benchmarks/checkpoint_overhead.py --rounds 3 --steps 100
+    python benchmarks/checkpoint_overhead.py --lag --rounds 5 --steps 400
 
 Usage:
 
-    python benchmarks/checkpoint_overhead.py [--steps 100] [--rounds 9] [--threads 2]
+    python benchmarks/checkpoint_overhead.py [--lag] [--steps 100] [--rounds 9]
+        [--threads 2]
 """
 
 from __future__ import annotations
@@ -136,16 +145,90 @@ def save_cpu_cost(model: keras.Model, root: str, repeats: int = 5) -> tuple[floa
     return statistics.median(copy), statistics.median(write), statistics.median(wall)
 
 
+def commit_lag(args: argparse.Namespace) -> None:
+    """Prints the `--lag` figures (see the module docstring)."""
+    from kerasteps.models import WGAN, build_point_critic, build_point_generator
+
+    every, batch, n_critic = 20, 128, 5
+    points = np.random.default_rng(args.seed).normal(size=(4096, 2)).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices(points).repeat().batch(batch * n_critic)
+    keras.utils.set_random_seed(args.seed)
+    model = WGAN(
+        build_point_generator(2, data=points), build_point_critic(data=points), 2
+    )
+    model.compile(total_steps=10**6)
+    ended = [0.0]  # the latest batch end, set before StepCheckpoint's own
+    clock = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda *_, **__: ended.__setitem__(0, time.perf_counter())
+    )
+
+    def timed_fit(saving: bool) -> tuple[float, list[float]]:
+        lags: list[float] = []
+        callbacks = [clock]
+        if saving:
+            ckpt = StepCheckpoint(tempfile.mkdtemp(), every=every, keep=2)
+            store, begun = ckpt.store, {}
+            capture, write = store.capture, store.write
+
+            def timed_capture(*args, **kwargs):  # on the training thread
+                taken = capture(*args, **kwargs)
+                begun[id(taken)] = ended[0]
+                return taken
+
+            def timed_write(taken):  # on the writer thread
+                info = write(taken)
+                lags.append(time.perf_counter() - begun.pop(id(taken)))
+                return info
+
+            store.capture, store.write = timed_capture, timed_write
+            callbacks.append(ckpt)
+        start = time.perf_counter()
+        model.fit(data, steps_per_epoch=args.steps, verbose=0, callbacks=callbacks)
+        return args.steps / (time.perf_counter() - start), lags
+
+    timed_fit(True)  # warm-up: trace, allocate
+    runs: dict[bool, list[tuple[float, list[float]]]] = {False: [], True: []}
+    for run in range(args.rounds):
+        for saving in random.Random(args.seed + run).sample([False, True], 2):
+            runs[saving].append(timed_fit(saving))
+    store = CheckpointStore(tempfile.mkdtemp(), keep=1)
+    store.write(store.capture(model))
+    alone = []
+    for _ in range(20):
+        start = time.perf_counter()
+        store.write(store.capture(model, snapshot=store._snapshot))
+        alone.append(time.perf_counter() - start)
+    floor = statistics.median(alone)
+    values = sum(int(np.size(v)) for v in store.capture(model).arrays.values())
+    print(
+        f"WGAN of 3x128 MLPs ({values:,} values in the checkpoint), batch {batch}, "
+        f"n_critic {n_critic}, a save every {every} steps, {args.steps} steps/fit, "
+        f"{args.rounds} interleaved rounds, {args.threads}+{args.threads} TF threads:"
+    )
+    print(f"  floor: one save on the idle machine, {1e3 * floor:.1f} ms")
+    for (bare, _), (speed, lags) in zip(runs[False], runs[True], strict=True):
+        print(
+            f"  {speed:5.1f} steps/s ({speed / bare:.3f}x of {bare:.1f} bare); "
+            f"commit {1e3 * statistics.median(lags):4.0f} ms after its step "
+            f"({statistics.median(lags) / floor:.2f}x the floor), at most "
+            f"{1e3 * max(lags):4.0f} ms ({max(lags) / floor:.2f}x); {len(lags)} saves"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100, help="steps per fit")
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
     parser.add_argument("--threads", type=int, default=2, help="TF pool sizes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lag", action="store_true", help="the commit lag instead")
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
+    if args.lag:
+        commit_lag(args)
+        return
 
     rng = np.random.default_rng(args.seed)
     x = rng.normal(size=(BATCH * 16, WIDTH)).astype("float32")

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +13,10 @@ class BackgroundWriter:
     """Runs one write at a time on a thread that is not a daemon (an interpreter
     that exits waits for it); keeps its error for `wait`.
 
-    On Linux the writer thread runs at a lower CPU priority (nice +10): it takes
-    the cycles that training leaves idle instead of competing with its threads.
+    The writer thread runs at the training's own priority: a lower one (nice
+    +10) made a tiny WGAN's saves commit 3.4-4.7x the time of a save on an idle
+    machine after their step, instead of 1.6-1.9x, for no measurable gain in
+    steps/s (`benchmarks/checkpoint_overhead.py --lag`).
 
     Attributes:
         on_error: Called with the error on the writer thread when a write fails;
@@ -45,8 +45,6 @@ class BackgroundWriter:
         Call `wait` first: one write at a time."""
 
         def run() -> None:
-            with contextlib.suppress(AttributeError, OSError):  # Linux only
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:
                 write()
             except BaseException as error:  # noqa: BLE001 - surfaced by `wait`

@@ -623,9 +623,10 @@ def test_the_uris_mlflow_serves_are_taken(uri):
     assert MLflowLogger(tracking_uri=uri).tracking_uri == uri
 
 
-def test_without_a_checkpoint_or_spool_one_warning_says_so(server, caplog):
+def test_without_a_checkpoint_or_spool_one_warning_says_so(client, server, caplog):
     """No StepCheckpoint and no `spool=`: the points go to the server as ever, and
-    one WARNING says that those still queued at a crash would be lost."""
+    one WARNING says that those still queued at a crash would be lost. (`client`:
+    the server is up before the run starts, as when the test runs alone.)"""
     model = tiny_model()
     x, y = tiny_data(32)
     sink = MLflowLogger(every=2, tracking_uri=server.uri, experiment="unspooled")
@@ -637,9 +638,7 @@ def test_without_a_checkpoint_or_spool_one_warning_says_so(server, caplog):
         "and no `spool=`): the points still queued for the server at a crash are "
         "lost."
     ]
-    steps = [
-        m.step for m in server.wait_up().get_metric_history(sink.mlflow_run_id, "loss")
-    ]
+    steps = [m.step for m in client.get_metric_history(sink.mlflow_run_id, "loss")]
     assert sorted(steps) == list(range(2, 17, 2))
 
 

@@ -404,6 +404,45 @@ def shuffles_before_repeat(dataset: Any) -> bool:
     return walk(dataset, False)
 
 
+# -- metrics --------------------------------------------------------------------------
+def compiled_metric_names(model: Any) -> set[str] | None:
+    """The names that a single-output model's `evaluate` gives before its compiled
+    metrics are built: `"loss"` and each compiled metric's name; None for a model
+    of several outputs or nested metrics (known once it ran).
+
+    Why: Keras builds its `CompileMetrics` at the first step; until then only the
+    metrics as given to `compile` (private `_user_metrics`) tell their names, which
+    Keras takes from the string given or the object's name.
+
+    Args:
+        model: A compiled `keras.Model`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import compiled_metric_names
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse", metrics=["mae"])
+    >>> sorted(compiled_metric_names(model))
+    ['loss', 'mae']
+    """
+    if len(getattr(model, "outputs", None) or [None]) != 1:
+        return None
+    names = {"loss"}
+    compiled = getattr(model, "_compile_metrics", None)
+    for group in ("_user_metrics", "_user_weighted_metrics"):
+        given = getattr(compiled, group, None) or []
+        if not isinstance(given, (list, tuple)):
+            return None
+        for metric in given:
+            name = metric if isinstance(metric, str) else getattr(metric, "name", None)
+            name = name or getattr(metric, "__name__", None)
+            if not isinstance(name, str):
+                return None
+            names.add(name)
+    return names
+
+
 # -- optimizers -------------------------------------------------------------------
 def raw_iterations(optimizer: Any) -> Any:
     """The variable counting every batch an optimizer was applied on.

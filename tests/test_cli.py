@@ -326,7 +326,12 @@ def test_summary_table(log_dir):
 
 def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
     """A real WGAN fit and a real plain fit with validation, read back by the CLI."""
-    from kerasteps.callbacks import StepTensorBoard, Throughput, ValidateEvery
+    from kerasteps.callbacks import (
+        StepCheckpoint,
+        StepTensorBoard,
+        Throughput,
+        ValidateEvery,
+    )
     from kerasteps.formatting import format_value
     from kerasteps.mixtures import ring_of_gaussians
     from kerasteps.models import WGAN
@@ -355,13 +360,20 @@ def test_summary_shows_best_only_where_the_direction_is_known(tmp_path):
         callbacks=[
             ValidateEvery(4, (xs[16:], ys[16:])),
             StepTensorBoard(tmp_path / "plain", every=4),
+            StepCheckpoint(tmp_path / "ckpts", every=100, monitor="val_loss"),
         ],
     )
 
     result = invoke("summary", str(tmp_path))
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    *lines, best_line = result.output.splitlines()
     assert lines[0].split() == SUMMARY_HEADER
+    val = event_files.read_scalars(str(tmp_path))["plain/validation"]["loss"]
+    step, value = min(val, key=lambda point: point[1])[:2]
+    assert best_line == (
+        f"best checkpoint: {tmp_path / 'ckpts' / f'ckpt-{step}'} (step {step}, "
+        f"val_loss={format_value(value, name='val_loss')})"
+    )
     table = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:]}
     scalars = event_files.read_scalars(str(tmp_path))
     directed = {

@@ -142,6 +142,15 @@ class Dispatcher:
                 return True
         return False
 
+    def value_prefixes(self) -> list[str]:
+        """`StepRun.value_prefixes`."""
+        prefixes = {"val_"} | {
+            m.callback.value_prefix
+            for m in self._members
+            if m.callback.is_provider and m.callback.value_prefix
+        }
+        return sorted(prefixes)
+
     def checkpoint_directory(self) -> str | None:
         """The directory of the first registered callback that saves checkpoints."""
         for member in self._members:
@@ -170,6 +179,9 @@ class Dispatcher:
         with self._lock:
             if self._epoch == epoch:
                 return
+            if self._epoch is None:  # every callback began: before the first step
+                with self.act():
+                    self._each(lambda member: member.callback.on_run_ready())
             self._epoch = epoch
             self.tracker.epoch_begin()
             self._last_batch = -1

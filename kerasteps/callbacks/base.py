@@ -104,6 +104,15 @@ class StepCallback(keras.callbacks.Callback):
             start_step: The model's global step when `fit()` begins.
         """
 
+    def on_run_ready(self) -> None:
+        """Called once per `fit()`, when every kerasteps callback of the run has
+        begun, before the first step (at Keras's first `on_epoch_begin`).
+
+        Check here what depends on the other callbacks of the run (the values
+        they provide: `run.value_prefixes()`); raising stops training before any
+        update, and every kerasteps callback of the run is closed first.
+        """
+
     def on_step(self, event: StepEvent) -> dict[str, Any] | None:
         """Acts at a step. Providers return values to share with the sinks.
 

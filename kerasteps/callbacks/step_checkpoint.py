@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import time
@@ -17,9 +18,11 @@ from kerasteps._files._paths import writable_dir
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_bool, check_choice, check_int, check_path
 from kerasteps.callbacks import _dispatch, _signals, _sinks, _windows
+from kerasteps.callbacks._monitor import Monitor
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.checkpoint._format import NAME_RE, read_meta
+from kerasteps.checkpoint._retention import Retention
 from kerasteps.checkpoint.store import (
     CheckpointInfo,
     CheckpointStore,
@@ -30,6 +33,7 @@ from kerasteps.schedule import Every
 __all__ = ["StepCheckpoint"]
 
 logger = logging.getLogger("kerasteps")
+_NAME = "StepCheckpoint"
 
 
 def _check_directory(directory: str | os.PathLike) -> str:
@@ -241,6 +245,23 @@ class StepCheckpoint(StepCallback):
     restored when it ends; after a `fit()` that raised (no hook runs then), a
     handler that finds its run gone steps aside and re-delivers the signal.
 
+    **Best checkpoints** (`monitor="val_loss"`): a value is judged at the step it
+    is about, where a validation computed it (`ValidateEvery`'s steps, or Keras's
+    own `validation_data` at an epoch end), never again later. A value that ranks
+    among the `keep_best` best so far (ties: the earlier step) is saved at once,
+    on schedule or not; a checkpoint saved at a step with a value records it in
+    its `meta.json`. A value that is not finite is never best. Retention is one
+    rule: a save keeps the union of the newest `keep`, the `keep_best` best, and
+    the first of every `keep_every_steps` steps or `keep_every_hours` hours; it
+    never deletes a best checkpoint or the newest. The ranking is rebuilt from the
+    checkpoints' `meta.json` files, so a resumed run keeps the same best; the index
+    `checkpoint.json` holds it as a table (`best`: monitor, mode, and each best
+    checkpoint's name, step and value), replaced atomically with the index.
+    `restore_best(model, directory)` loads the best. A monitor that no validation
+    of the run can give (not `val_` + the loss or a compiled metric, or a
+    provider's prefix) is refused when the run begins; one that the first
+    validation does not hold is an error there, naming those it holds.
+
     A checkpoint scheduled at a step that ends an epoch is written at the epoch end,
     after the sinks wrote that step (with Keras's validation values). A step where
     `StopOnNonFinite` stopped training is not saved.
@@ -257,6 +278,19 @@ class StepCheckpoint(StepCallback):
             `0` at DEBUG. Restores are always logged at INFO.
         async_save: Bool, default True: write checkpoints on a background thread
             (see above); False writes them on the training thread.
+        monitor: Optional name of a validation value, such as `"val_loss"`: the
+            checkpoints are judged by it (see **Best checkpoints**). None (default):
+            no judging.
+        mode: `"auto"` (default), `"min"` or `"max"`: which values of `monitor` are
+            better; `"auto"` infers it from the name as Keras does (accuracy, AUC,
+            precision, recall, F1, IoU: higher; anything else: lower). A mode that
+            contradicts the name (`"max"` for a loss) is refused.
+        keep_best: Int >= 0, default 1 with `monitor` (0 without): how many of the
+            best checkpoints to keep, besides the newest `keep`.
+        keep_every_steps: Optional positive int: also keep the first checkpoint of
+            every span of that many steps.
+        keep_every_hours: Optional positive number: also keep the first checkpoint
+            of every span of that many hours (TF1's `keep_checkpoint_every_n_hours`).
 
     Attributes:
         directory: The checkpoint directory, as a path string.
@@ -295,14 +329,35 @@ class StepCheckpoint(StepCallback):
         signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT),
         verbose: int = 0,
         async_save: bool = True,
+        monitor: str | None = None,
+        mode: str = "auto",
+        keep_best: int | None = None,
+        keep_every_steps: int | None = None,
+        keep_every_hours: float | None = None,
     ):
         super().__init__(Every.coerce(every, name="every"))
         self.async_save = check_bool("async_save", async_save)
         self.keep = check_int("keep", keep)
         self.verbose = int(check_choice("verbose", verbose, (0, 1)))
+        check_choice("mode", mode, ("auto", "min", "max"))
+        self._monitor = None if monitor is None else Monitor(_NAME, monitor, mode)
+        #: The monitored value's name, or None; `mode`: "min" or "max" (inferred).
+        self.monitor = None if self._monitor is None else self._monitor.name
+        self.mode = "min" if self._monitor is None else self._monitor.mode
+        if keep_best is None:
+            keep_best = 0 if monitor is None else 1
+        retention = Retention(
+            self.keep,
+            self.monitor,
+            self.mode,
+            keep_best,
+            keep_every_steps,
+            keep_every_hours,
+        )
+        self.keep_best = retention.keep_best
         self.directory = writable_dir(directory, "directory")
         self.signals = _signals.check_signals(signals)
-        self.store = CheckpointStore(self.directory, self.keep)
+        self.store = CheckpointStore(self.directory, retention)
         self.store.writer.on_error = self._wake  # raise the error at the next batch end
         self._lock = _lock.DirectoryLock(self.directory, "`directory`")
         self._stop: _signals.GracefulStop | None = None
@@ -317,6 +372,10 @@ class StepCheckpoint(StepCallback):
         self.signal_received: int | None = None
         #: The `CheckpointInfo` of the last save of this callback, or None.
         self.last_saved: CheckpointInfo | None = None
+        #: The latest value of `monitor`, `(step, value)` (None: not finite).
+        self._judged: tuple[int, float | None] | None = None
+        #: The best finite values of `monitor` saved in the directory, by step.
+        self._best: dict[int, float] = {}
 
     # -- public API -----------------------------------------------------------------
     @staticmethod
@@ -396,6 +455,54 @@ class StepCheckpoint(StepCallback):
         info = store.restore_latest(model)
         for line in set_aside_lines(store, info):
             logger.warning("StepCheckpoint: %s", line)
+        return None if info is None else _attach_run_state(model, info)
+
+    @staticmethod
+    def restore_best(
+        model: keras.Model, directory: str | os.PathLike, monitor: str | None = None
+    ) -> int | None:
+        """Restores the best checkpoint into `model`, as `restore_latest` does.
+
+        The best by the value that the checkpoints' `meta.json` files record
+        (`StepCheckpoint(monitor=...)`), in the direction recorded with it; a
+        checkpoint that does not restore is skipped with a WARNING, and the next
+        best is tried.
+
+        Args:
+            model: The compiled model, built like the one that was saved.
+            directory: A `StepCheckpoint` directory.
+            monitor: The monitored value's name; default the one the newest
+                checkpoint that records a value records.
+
+        Returns:
+            The restored global step, or None when no checkpoint records a value of
+            `monitor` (the model is left untouched).
+
+        Raises:
+            ValueError: as `restore_latest`.
+
+        Example:
+
+        >>> import numpy as np, keras, tempfile
+        >>> from kerasteps.callbacks import StepCheckpoint, ValidateEvery
+        >>> def make_model():
+        ...     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        ...     model.compile(keras.optimizers.SGD(0.3), "mse")
+        ...     return model
+        >>> x = np.linspace(-1, 1, 32)[:, None]
+        >>> directory = tempfile.mkdtemp()
+        >>> checkpoint = StepCheckpoint(directory, every=100, monitor="val_loss")
+        >>> validate = ValidateEvery(4, validation_data=(x, 2 * x))
+        >>> _ = make_model().fit(x, 2 * x, batch_size=4, epochs=3, verbose=0,
+        ...                      callbacks=[validate, checkpoint])
+        >>> judged = [e for e in StepCheckpoint.list_checkpoints(directory) if e.value]
+        >>> best = min(judged, key=lambda entry: entry.value)
+        >>> StepCheckpoint.restore_best(make_model(), directory) == best.step
+        True
+        """
+        steps_lib.global_step(model)  # validates model and compile state
+        store = CheckpointStore(_check_directory(directory))
+        info = store.restore_best(model, monitor)
         return None if info is None else _attach_run_state(model, info)
 
     @staticmethod
@@ -493,6 +600,9 @@ class StepCheckpoint(StepCallback):
         # Where it was saved: a copy of the folder restored while this one still
         # exists is a fork (`_attach_run_state`).
         meta = {"run_id": run.run_id, "directory": _where(self.directory)}
+        if self._judged is not None and self._judged[0] == step:
+            name, value = self.monitor, self._judged[1]
+            meta["monitor"] = {"name": name, "mode": self.mode, "value": value}
         if run.links:
             meta["links"] = dict(run.links)
         if run.step == step:
@@ -544,6 +654,10 @@ class StepCheckpoint(StepCallback):
             )
         self.store.prepare(self.model)  # host buffers now, not in a saving step
         self._done_steps = {start_step}  # never re-save the state it starts from
+        self._judged = None
+        if self._monitor is not None:
+            best = self.store.retention.best(self.store.entries())
+            self._best = {entry.step: entry.value for entry in best}
         self._pending = self._last = None
         self.interrupted = False
         self.signal_received = None
@@ -581,9 +695,29 @@ class StepCheckpoint(StepCallback):
             kept,
         )
 
+    def on_run_ready(self) -> None:
+        if self._monitor is not None:  # refused before training: see `Monitor`
+            self._monitor.begin(self.run, self.model)
+
+    def _judge(self, event: StepEvent) -> bool:
+        """Takes `monitor`'s value at this step, if a validation computed it here;
+        True if it ranks among the `keep_best` best so far (save this step)."""
+        if self._monitor is None:
+            return False
+        value = self._monitor.take(event, self.run)
+        if value is None:
+            return False
+        finite = math.isfinite(value)
+        self._judged = (event.step, value if finite else None)
+        if not finite or not self.keep_best:
+            return False
+        ranked = self._monitor.ranked({**self._best, event.step: value}, self.keep_best)
+        return event.step in ranked
+
     def on_step(self, event: StepEvent) -> None:
         self._last = event
         self._raise_failed_write()
+        self._judge(event)  # a scheduled step is saved anyway
         if self.run.non_finite_at == event.step:
             logger.warning(
                 "StepCheckpoint: not saving step %d, where a loss is not finite.",
@@ -596,6 +730,8 @@ class StepCheckpoint(StepCallback):
     def on_other_step(self, event: StepEvent) -> None:
         self._last = event
         self._raise_failed_write()
+        if self._judge(event) and self.run.non_finite_at != event.step:
+            self._save_or_defer(event)
         self._stop_on_signal(event)
 
     def _raise_failed_write(self) -> None:
@@ -633,6 +769,10 @@ class StepCheckpoint(StepCallback):
             else:
                 self._saved(self.store.save(self.model, meta, counters))
             self._done_steps.add(step)
+            value = meta.get("monitor", {}).get("value")
+            if value is not None and self._monitor is not None:
+                self._best[step] = value
+                self._best = self._monitor.ranked(self._best, self.keep_best)
         except NonFiniteStateError as error:
             self._done_steps.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)

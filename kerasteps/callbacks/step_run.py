@@ -146,6 +146,17 @@ class StepRun:
         """
         return self._dispatcher.may_provide(name)
 
+    def value_prefixes(self) -> list[str]:
+        """The prefixes of the run's validation values: Keras's own `"val_"` (fit's
+        `validation_data`) and each provider's `value_prefix` (`ValidateEvery`'s).
+
+        Example:
+
+        >>> from kerasteps.callbacks import StepCallback
+        >>> # in on_run_begin: self.run.value_prefixes() -> ['val_']
+        """
+        return self._dispatcher.value_prefixes()
+
     def abort(self) -> None:
         """Ends the run now: every callback's `on_run_end` is called, and nothing
         is dispatched any more. Call it before raising an error from `on_step`."""

@@ -164,6 +164,19 @@ def _meta_problem(meta: dict, step: int) -> str | None:
     return None
 
 
+def monitored(meta: dict) -> tuple[str | None, float | None]:
+    """The monitored name and value that a `meta.json` records: `(None, None)`
+    when it records none, or a malformed one (such a checkpoint is never best)."""
+    record = meta.get("monitor")
+    if not isinstance(record, dict):
+        return None, None
+    name, value = record.get("name"), record.get("value")
+    if not isinstance(name, str) or not name or len(name) > 256:
+        return None, None
+    real = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return name, float(value) if real and math.isfinite(value) else None
+
+
 def check_folder(path: str) -> str | None:
     """Why a checkpoint folder is not complete, or None when it is.
 
@@ -222,6 +235,9 @@ class CheckpointInfo:
             another worker, which has no folder here).
         time: Wall-clock time of the save (seconds since the epoch; a finite
             number, as `meta.json` records it).
+        monitor: The name of the value that `StepCheckpoint(monitor=...)` judged
+            at this step (`"val_loss"`), or None: none was computed at this step.
+        value: That value, or None (not finite, or no `monitor`).
 
     Example:
 
@@ -234,12 +250,17 @@ class CheckpointInfo:
     step: int
     path: str
     time: float
+    monitor: str | None = None
+    value: float | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)
         check_int("step", self.step, 0)
         check_that("path", self.path, isinstance(self.path, str), "a str")
         check_number("time", self.time, None)  # any clock: a listing never fails
+        check_name(self.monitor, "monitor", optional=True)
+        if self.value is not None:
+            check_number("value", self.value, None)
 
     @property
     def state_file(self) -> str:
@@ -291,10 +312,15 @@ def read_index(path: str) -> tuple[list[str] | None, dict[str, str]]:
 
 
 def write_index(
-    path: str, entries: list[CheckpointInfo], incomplete: dict[str, str]
+    path: str,
+    entries: list[CheckpointInfo],
+    incomplete: dict[str, str],
+    best: dict | None = None,
 ) -> None:
     """Replaces a directory's index file atomically: `entries` oldest save first,
-    and the `incomplete` folders already warned about (`{name: reason}`)."""
+    the `incomplete` folders already warned about (`{name: reason}`), and the best
+    table of `entries` (`Retention.table`), a cache of what their `meta.json`
+    files record, committed with the index that it describes."""
     latest = entries[-1] if entries else None
     index = {
         "format": FORMAT,
@@ -305,6 +331,8 @@ def write_index(
         ],
         "incomplete": dict(sorted(incomplete.items())),
     }
+    if best is not None:
+        index["best"] = best
     _atomic.write_text(path, json.dumps(index, indent=1))
 
 
@@ -325,9 +353,10 @@ def scan_folders(directory: str) -> tuple[dict[str, CheckpointInfo], dict[str, s
         path = os.path.join(directory, name)
         reason = check_folder(path)
         if reason is None:
-            saved = float(read_meta(path).get("time", 0.0))
+            meta = read_meta(path)
             step = int(NAME_RE.match(name).group(1))
-            complete[name] = CheckpointInfo(name, step, path, saved)
+            saved = float(meta.get("time", 0.0))
+            complete[name] = CheckpointInfo(name, step, path, saved, *monitored(meta))
         else:
             incomplete[name] = reason
     return complete, incomplete

@@ -107,7 +107,7 @@ import tensorflow as tf
 
 from kerasteps import distribute
 from kerasteps._files import _atomic
-from kerasteps._validate import check_int, check_path
+from kerasteps._validate import check_path
 from kerasteps.checkpoint import _finite, _model_state, _transfer
 from kerasteps.checkpoint._format import (
     INDEX_FILE,
@@ -118,11 +118,14 @@ from kerasteps.checkpoint._format import (
     TRASH_PREFIX,
     CheckpointInfo,
     checkpoint_folders,
+    monitored,
     read_index,
+    read_meta,
     scan_folders,
     write_index,
     write_state,
 )
+from kerasteps.checkpoint._retention import Retention, infer_mode
 from kerasteps.checkpoint._transfer import Capture, Counters, reads_in_lockstep
 from kerasteps.checkpoint._writer import BackgroundWriter
 
@@ -160,7 +163,8 @@ class CheckpointStore:
     Args:
         directory: The checkpoint directory, a path (it may not exist yet).
         keep: Positive int, default 3: how many of the newest checkpoints a save
-            keeps.
+            keeps; or a `kerasteps.checkpoint._retention.Retention`, the whole rule
+            (the newest, the best, one every N steps or hours).
 
     Attributes:
         writer: The background writer of `save_async`: `writer.wait()` waits for
@@ -176,9 +180,10 @@ class CheckpointStore:
     True
     """
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 3):
+    def __init__(self, directory: str | os.PathLike, keep: int | Retention = 3):
         self.directory = check_path("directory", directory, "directory")
-        self.keep = check_int("keep", keep)
+        self.retention = keep if isinstance(keep, Retention) else Retention(keep)
+        self.keep = self.retention.keep
         self._lock = threading.Lock()
         self._snapshot = _model_state.Snapshot()
         self.writer = BackgroundWriter()
@@ -381,7 +386,8 @@ class CheckpointStore:
     def _write_index(
         self, entries: list[CheckpointInfo], incomplete: dict[str, str]
     ) -> None:
-        write_index(self._inside(INDEX_FILE), entries, incomplete)
+        table = self.retention.table(entries)
+        write_index(self._inside(INDEX_FILE), entries, incomplete, table)
 
     # -- saving -----------------------------------------------------------------------
     def capture(
@@ -552,7 +558,7 @@ class CheckpointStore:
             raise
         if trash is not None:
             self._remove(trash)
-        info = CheckpointInfo(name, step, final, saved)
+        info = CheckpointInfo(name, step, final, saved, *monitored(meta))
         self._commit(info)
         return info
 
@@ -581,10 +587,12 @@ class CheckpointStore:
     def _commit(self, info: CheckpointInfo) -> None:
         view = self._view()
         entries = [e for e in view.entries if e.name != info.name] + [info]
+        kept = self.retention.kept(entries)
         # The incomplete folders not warned about yet: at the next `recover`.
-        self._write_index(entries[-self.keep :], view.warned)
-        for entry in entries[: -self.keep]:
-            self._discard(entry.name)
+        self._write_index([e for e in entries if e.name in kept], view.warned)
+        for entry in entries:  # after the commit: a kill leaves them adopted
+            if entry.name not in kept:
+                self._discard(entry.name)
 
     # -- restoring --------------------------------------------------------------------
     def restore(self, model: keras.Model, info: CheckpointInfo) -> int:
@@ -605,18 +613,53 @@ class CheckpointStore:
                 naming each and why.
         """
         view = self._view()
+        return self._restore_first(model, view, view.entries[::-1], "an older one")
+
+    def restore_best(
+        self, model: keras.Model, monitor: str | None = None
+    ) -> CheckpointInfo | None:
+        """Restores the best checkpoint that restores completely, by the value of
+        `monitor` (default: the value the newest checkpoint that records one
+        monitored) that the checkpoints' `meta.json` record, in the direction
+        recorded with it; None if no checkpoint records that value.
+
+        Raises:
+            ValueError: if checkpoints record it and none restores, naming each.
+        """
+        view = self._view()
+        judged = [e for e in view.entries if e.monitor is not None]
+        if monitor is None and judged:
+            monitor = judged[-1].monitor
+        judged = [e for e in judged if e.monitor == monitor]
+        if not judged:
+            return None
+        record = read_meta(judged[-1].path).get("monitor", {})
+        mode = record.get("mode") if record.get("mode") in ("min", "max") else "auto"
+        mode = infer_mode(monitor, mode)
+        ranked = Retention(1, monitor, mode, len(judged)).best(judged)
+        return self._restore_first(model, view, ranked, "the next best")
+
+    def _restore_first(
+        self,
+        model: keras.Model,
+        view: _View,
+        candidates: list[CheckpointInfo],
+        fallback: str,
+    ) -> CheckpointInfo | None:
+        """Restores the first of `candidates` that restores completely."""
         for note in view.notes:
             logger.warning("StepCheckpoint: %s: %s.", self.directory, note)
         failures = []
-        for info in reversed(view.entries):
+        for info in candidates:
             try:
                 _transfer.restore(model, info)
                 return info
             except ValueError as error:
                 logger.warning(
-                    "StepCheckpoint: cannot restore %s (%s); trying an older one.",
+                    "StepCheckpoint: cannot restore %s (%s); trying %s.",
                     info.path,
                     error,
+                    fallback,
                 )
                 failures.append(f"{info.name}: {error}")
         if failures:

@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -490,6 +491,11 @@ def summary(log_dir: str, tags: tuple[str, ...]) -> None:
     `-` marks a column that does not apply; NaN points are left out of BEST,
     MIN and MAX. Numbers are printed as LogEvery prints them (1.396970,
     1.0995e-05, throughput with 4 significant digits).
+
+    \b
+    Below the table, one line per StepCheckpoint directory under LOG_DIR that
+    judges its checkpoints (`monitor`, `--keep-best`): its best checkpoint's
+    name, step and value, from the best table of its index.
     """
     from kerasteps.formatting import format_table
 
@@ -497,6 +503,31 @@ def summary(log_dir: str, tags: tuple[str, ...]) -> None:
     for run, run_tags in _read(log_dir, tags).items():
         rows.extend(_summary_row(run, tag, points) for tag, points in run_tags.items())
     click.echo(format_table(rows))
+    for line in _best_checkpoints(log_dir):
+        click.echo(line)
+
+
+def _best_checkpoints(log_dir: str) -> list[str]:
+    """`best checkpoint: DIR/ckpt-120 (step 120, val_loss=0.312400)`, one line per
+    checkpoint index under `log_dir` with a best table (`summary`)."""
+    from kerasteps.formatting import format_value
+
+    lines = []
+    for folder, _, files in sorted(os.walk(log_dir)):
+        if "checkpoint.json" not in files:
+            continue
+        try:
+            with open(os.path.join(folder, "checkpoint.json")) as handle:
+                best = json.load(handle)["best"]
+            monitor, first = best["monitor"], best["checkpoints"][0]
+            where = os.path.join(folder, first["name"])
+            value = format_value(float(first["value"]), name=monitor)
+            lines.append(
+                f"best checkpoint: {where} (step {first['step']}, {monitor}={value})"
+            )
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue  # no best table (yet), or not one of ours
+    return lines
 
 
 if __name__ == "__main__":

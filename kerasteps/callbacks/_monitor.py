@@ -1,0 +1,124 @@
+"""`Monitor`: the validation value that a deciding callback judges (private).
+
+`StepCheckpoint(monitor=...)` ranks checkpoints by it; `StepEarlyStopping` and
+`StepReduceLROnPlateau` watch it. One rule for all of them: a value is judged at the
+step it is about, where a validation computed it (a provider's `val_*` values, or
+Keras's own at an epoch end), once; a monitor that no validation of the run can
+give is refused when the run begins, and one that a validation does not hold is an
+error there, naming those it holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from kerasteps import _compat
+from kerasteps._validate import check_name
+from kerasteps.callbacks.step_event import StepEvent, scalar_items
+from kerasteps.callbacks.step_run import StepRun
+from kerasteps.checkpoint._retention import infer_mode
+
+
+def metric_names(model: keras.Model) -> set[str] | None:
+    """The names of the values the model's `evaluate` gives (the loss and each
+    compiled metric), or None when they are known only once it ran (a model with
+    a `test_step` of its own, or several outputs before it ran)."""
+    if type(model).test_step is not keras.Model.test_step:
+        return None
+    names = set()
+    for metric in model.metrics:
+        inner = getattr(metric, "metrics", None)  # Keras's `compile_metrics`
+        if inner is None:
+            names.add(metric.name)
+        elif not getattr(metric, "built", True):
+            return _compat.compiled_metric_names(model)
+        else:
+            names.update(m.name for m in inner)
+    return names or None
+
+
+class Monitor:
+    """One callback's monitored validation value (see the module docstring).
+
+    Args:
+        owner: The callback's name, for its messages.
+        name: The value's name (`"val_loss"`).
+        mode: `"auto"`, `"min"` or `"max"` (see `_retention.infer_mode`).
+
+    Attributes:
+        name: The value's name.
+        mode: `"min"` or `"max"`.
+
+    Example:
+
+    >>> from kerasteps.callbacks._monitor import Monitor
+    >>> Monitor("StepEarlyStopping", "val_accuracy", "auto").mode
+    'max'
+    """
+
+    def __init__(self, owner: str, name: Any, mode: Any):
+        self.owner = owner
+        self.name: str = check_name(name, "monitor", hint=" such as 'val_loss'")
+        self.mode = infer_mode(self.name, mode)
+        self._prefix = ""
+        self._taken: int | None = None
+
+    def begin(self, run: StepRun, model: keras.Model) -> None:
+        """Checks that a validation of the run can give the value (at run begin).
+
+        Raises:
+            ValueError: naming what the run's validations give instead.
+        """
+        self._taken = None
+        prefixes = [p for p in run.value_prefixes() if self.name.startswith(p)]
+        if not prefixes:
+            raise ValueError(
+                f"{self.owner}: `monitor` {self.name!r} is not a validation value: "
+                f"the run's validations give names that start with "
+                f"{sorted(run.value_prefixes())} (`val_` + the loss or a compiled "
+                "metric's name for fit's `validation_data` and ValidateEvery)."
+            )
+        self._prefix = max(prefixes, key=len)
+        names = metric_names(model)
+        if names is not None and self.name[len(self._prefix) :] not in names:
+            given = sorted(self._prefix + n for n in names)
+            raise ValueError(
+                f"{self.owner}: `monitor` {self.name!r} is no value that validating "
+                f"the model {model.name!r} gives; it gives {given}."
+            )
+
+    def take(self, event: StepEvent, run: StepRun) -> float | None:
+        """The value at this step when a validation computed it here and it was
+        not taken yet (NaN or an infinity as it came), else None.
+
+        Raises:
+            ValueError: when this step's validation holds other values with the
+                monitor's prefix, but not the monitor (naming those it holds).
+        """
+        if self._taken == event.step or not event.extras:
+            return None
+        values = scalar_items(event.extras)
+        if self.name in values:
+            self._taken = event.step
+            return float(values[self.name])
+        prefixes = run.value_prefixes()
+        ours = [
+            key
+            for key in values
+            if max((p for p in prefixes if key.startswith(p)), key=len, default="")
+            == self._prefix
+        ]
+        if ours:
+            raise ValueError(
+                f"{self.owner}: `monitor` {self.name!r} is not among the validation "
+                f"values of step {event.step}: {sorted(ours)}."
+            )
+        return None
+
+    def ranked(self, values: dict[int, float], keep: int) -> dict[int, float]:
+        """The `keep` best of `{step: value}`, best first (ties: the earlier step)."""
+        sign = 1.0 if self.mode == "min" else -1.0
+        best = sorted(values.items(), key=lambda item: (sign * item[1], item[0]))
+        return dict(best[:keep])

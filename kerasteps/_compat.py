@@ -443,6 +443,29 @@ def compiled_metric_names(model: Any) -> set[str] | None:
     return names
 
 
+def compiled_loss_built(model: Any) -> bool:
+    """Whether the model's compiled loss is built (its per-output loss trackers,
+    `a_loss`, are then among `model.metrics`).
+
+    Why: Keras builds its `CompileLoss` at the first step, and has no public flag
+    for it (private `_compile_loss`).
+
+    Args:
+        model: A compiled `keras.Model`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import compiled_loss_built
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> compiled_loss_built(model)
+    False
+    """
+    loss = getattr(model, "_compile_loss", None)
+    return loss is None or bool(getattr(loss, "built", True))
+
+
 # -- optimizers -------------------------------------------------------------------
 def raw_iterations(optimizer: Any) -> Any:
     """The variable counting every batch an optimizer was applied on.

@@ -58,6 +58,9 @@ class ResumeState:
             its checkpoints in another directory) the run it branches off:
             `{"run_id": ..., "step": ..., "links": {...}}`. A fork is a run of its
             own (a new run id, no links): it never writes its parent's MLflow run.
+        decisions: `{state_key: state}`: what the deciding callbacks of the run
+            (`StepEarlyStopping`...) had decided at `step` (their `state_dict()`),
+            for the same callbacks of the next run (`StepRun.saved_state`).
 
     Example:
 
@@ -80,6 +83,7 @@ class ResumeState:
     source: str | None = None
     links: Mapping[str, str] = field(default_factory=dict)
     forked_from: Mapping[str, Any] | None = None
+    decisions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("step", self.step, 0)
@@ -93,6 +97,8 @@ class ResumeState:
         check_that("links", self.links, ok, "a mapping {name: id} of strings")
         ok = self.forked_from is None or is_mapping_of(self.forked_from)
         check_that("forked_from", self.forked_from, ok, "None or a mapping")
+        ok = is_mapping_of(self.decisions, Mapping)
+        check_that("decisions", self.decisions, ok, "a mapping {key: state mapping}")
 
     def attach(self, model: Any) -> None:
         """Hands this state to the model's next run (replacing any held before).

@@ -13,6 +13,7 @@ from kerasteps.callbacks.log_every import LogEvery
 from kerasteps.callbacks.mlflow_logger import MLflowLogger
 from kerasteps.callbacks.step_checkpoint import StepCheckpoint
 from kerasteps.callbacks.step_csv_logger import StepCSVLogger
+from kerasteps.callbacks.step_early_stopping import StepEarlyStopping
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_progress_bar import StepProgressBar
 from kerasteps.callbacks.step_run import StepRun
@@ -35,6 +36,7 @@ __all__ = [
     "MLflowLogger",
     "ValidateEvery",
     "StepCheckpoint",
+    "StepEarlyStopping",
     "StopAtStep",
     "StopOnNonFinite",
     "Throughput",

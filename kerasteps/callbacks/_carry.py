@@ -89,6 +89,8 @@ class RunCarry:
         self.forked_from = resume.forked_from if resume is not None else None
         #: The checkpoint the run was restored from (`ResumeState.source`), or None.
         self.resumed_from = resume.source if resume is not None else None
+        #: The deciding callbacks' states the run continues from (`saved_state`).
+        self.decisions = dict(resume.decisions) if resume is not None else {}
         self._snapshots: dict[int, _windows.State] = {start_step: {}}
         self.last_readers: list[Any] = []
 
@@ -187,6 +189,11 @@ class RunCarry:
             run_id=self.run_id,
             examples_per_step=examples_per_step,
             links=dict(self.links),
+            decisions={
+                m.callback.state_key: m.callback.state_dict()
+                for m in members
+                if m.callback.state_key is not None
+            },
         )
 
 

@@ -44,9 +44,10 @@ from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.steps import StepNotCountedError
 
 #: The roles of kerasteps callbacks, in the order they act at one step: values are
-#: provided, checked, recorded, then acted on (checkpoint, stop). The one place that
-#: orders callbacks (`StepCallback.role`).
-ROLES = ("provider", "guard", "sink", "action")
+#: provided, checked, decided on (early stopping: its decisions are values too),
+#: recorded, then acted on (checkpoint, stop). The one place that orders callbacks
+#: (`StepCallback.role`).
+ROLES = ("provider", "guard", "decider", "sink", "action")
 
 #: A kerasteps callback (`kerasteps.callbacks.StepCallback`; not imported here,
 #: which imports this module): what the dispatcher reads of it is its public
@@ -285,7 +286,7 @@ class Dispatcher:
                 record, member, self.tracker.counter_names, self.tracker.last_prev
             )
         provided = callback.on_step(StepEvent(record, fired, values))
-        if callback.is_provider and provided:
+        if provided and callback.role in ("provider", "decider"):
             record.extras.update(provided)
 
     def _fires(self, member: Member, record: StepRecord) -> bool:

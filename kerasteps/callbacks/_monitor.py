@@ -27,6 +27,9 @@ def metric_names(model: keras.Model) -> set[str] | None:
     a `test_step` of its own, or several outputs before it ran)."""
     if type(model).test_step is not keras.Model.test_step:
         return None
+    several = len(getattr(model, "outputs", None) or [None]) > 1
+    if several and not _compat.compiled_loss_built(model):
+        return None  # each output's loss is named once it ran
     names = set()
     for metric in model.metrics:
         inner = getattr(metric, "metrics", None)  # Keras's `compile_metrics`

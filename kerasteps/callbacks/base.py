@@ -104,6 +104,15 @@ class StepCallback(keras.callbacks.Callback):
             start_step: The model's global step when `fit()` begins.
         """
 
+    #: The key of the callback's decision state in a checkpoint, or None (no
+    #: state): a decider's state (`state_dict`) is saved with every checkpoint and
+    #: handed back to the same callback of a resumed run (`run.saved_state(key)`).
+    state_key: str | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The callback's decision state (JSON types), for `state_key`'s callbacks."""
+        return {}
+
     def on_run_ready(self) -> None:
         """Called once per `fit()`, when every kerasteps callback of the run has
         begun, before the first step (at Keras's first `on_epoch_begin`).

@@ -77,6 +77,12 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> int:
     ):
         _drop(info, "links", f"{links!r:.80} is not a {{name: id}} of strings")
         links = {}
+    decisions = meta.get("decisions", {})
+    if not isinstance(decisions, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in decisions.items()
+    ):
+        _drop(info, "decisions", f"{decisions!r:.80} is not a {{key: state}}")
+        decisions = {}
     per_step = meta.get("examples_per_step")
     if per_step is not None and (type(per_step) is not int or per_step <= 0):
         _drop(info, "examples_per_step", f"{per_step!r} is not a positive int")
@@ -109,6 +115,7 @@ def _attach_run_state(model: keras.Model, info: CheckpointInfo) -> int:
         source=info.path,
         links=links,
         forked_from=forked_from,
+        decisions=decisions,
     ).attach(model)
     return step
 
@@ -165,6 +172,7 @@ _COSTS = {
     "windows": "the first point of each sink is not exact",
     "links": "a run of another system, such as MLflow's, is not continued",
     "examples_per_step": "a resume with another batch size is not caught",
+    "decisions": "early stopping and learning-rate cuts start over",
 }
 
 
@@ -612,6 +620,8 @@ class StepCheckpoint(StepCallback):
             meta["windows"] = state.windows
             if state.examples_per_step is not None:
                 meta["examples_per_step"] = state.examples_per_step
+            if state.decisions:  # taken after this step's decisions
+                meta["decisions"] = dict(state.decisions)
         return meta
 
     def _saved(self, info: CheckpointInfo) -> None:

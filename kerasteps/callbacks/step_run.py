@@ -146,6 +146,17 @@ class StepRun:
         """
         return self._dispatcher.may_provide(name)
 
+    def saved_state(self, key: str) -> Mapping[str, Any] | None:
+        """The state that the callback with this `state_key` had decided at the
+        step the run starts from (carried by the checkpoint it resumes from, or
+        by the model's previous `fit()`), or None.
+
+        Args:
+            key: A callback's `state_key` (`"StepEarlyStopping:val_loss"`).
+        """
+        state = self._dispatcher.carry.decisions.get(key)
+        return state if isinstance(state, Mapping) else None
+
     def value_prefixes(self) -> list[str]:
         """The prefixes of the run's validation values: Keras's own `"val_"` (fit's
         `validation_data`) and each provider's `value_prefix` (`ValidateEvery`'s).

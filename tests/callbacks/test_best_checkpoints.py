@@ -197,21 +197,33 @@ def test_a_monitor_no_validation_gives_is_refused_before_training(
 
 
 def test_a_name_only_validation_settles_is_an_error_there(tmp_path):
-    """A model with a `test_step` of its own: the names are known at the first
-    validation, which names those it holds."""
-
-    class Own(keras.Sequential):
-        def test_step(self, data):
-            return {"distance": keras.ops.convert_to_tensor(1.0)}
-
+    """A model of two outputs validated by Keras at the epoch end: on
+    TensorFlow the names are known once it ran, and the first validation (step 4)
+    names those it holds; JAX's fit builds the model first, and the monitor is
+    refused before step 1. (So does ValidateEvery, which evaluates a batch
+    before the first step.)"""
     keras.utils.set_random_seed(0)
-    model = Own([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
+    inputs = keras.Input((2,))
+    outputs = {
+        "a": keras.layers.Dense(1, name="a")(inputs),
+        "b": keras.layers.Dense(1, name="b")(inputs),
+    }
+    model = keras.Model(inputs, outputs)
+    model.compile("sgd", {"a": "mse", "b": "mse"})
     x, y = tiny_data(8)
-    checkpoint = StepCheckpoint(tmp_path, every=100, monitor="val_loss")
-    validate = ValidateEvery(2, (x, y))
-    with pytest.raises(ValueError, match=r"not among .* of step 2: \['val_distance'\]"):
-        model.fit(x, y, batch_size=2, verbose=0, callbacks=[checkpoint, validate])
+    targets = {"a": y, "b": -y}
+    checkpoint = StepCheckpoint(tmp_path, every=100, monitor="val_c_loss")
+    held = r"\['val_a_loss', 'val_b_loss', 'val_loss'\]"
+    with pytest.raises(ValueError, match=rf"(of step 4: |; it gives ){held}"):
+        model.fit(
+            x,
+            targets,
+            batch_size=2,
+            validation_data=(x, targets),
+            verbose=0,
+            callbacks=[checkpoint],
+        )
+    assert folders(tmp_path) == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,109 @@
+"""Tests for kerasteps.callbacks.StepEarlyStopping: patience in validations, its
+decisions recorded by the sinks, and its state through a checkpoint: a resumed run
+stops where the uninterrupted one stopped, and a run that stopped does not train
+again."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kerasteps import Every, global_step
+from kerasteps.callbacks import (
+    JSONLinesLogger,
+    StepCheckpoint,
+    StepEarlyStopping,
+    ValidateEvery,
+)
+from tests.helpers import read_jsonl, tiny_data, tiny_model
+
+pytestmark = pytest.mark.neutral
+
+
+def train(directory, end, *, start=0, patience=6, target=-1.0, **kwargs):
+    """Fits `tiny_model` from step `start` (restored from `directory`) to `end`,
+    batches of 2 in order, validated every 2 steps on data whose targets are
+    `target` times the training ones (-1: validation gets worse as training goes
+    on); a checkpoint every 10 steps and at the end."""
+    model = tiny_model()
+    if start:
+        assert StepCheckpoint.restore_latest(model, directory / "ckpts") == start
+    x, y = tiny_data(2 * end)
+    early = StepEarlyStopping(patience=patience, **kwargs)
+    callbacks = [
+        ValidateEvery(2, (x[:8], target * y[:8])),
+        early,
+        StepCheckpoint(directory / "ckpts", every=Every(10, last=True)),
+        JSONLinesLogger(directory / "log.jsonl", every=1000),
+    ]
+    model.fit(
+        x[2 * start :],
+        y[2 * start :],
+        batch_size=2,
+        shuffle=False,
+        verbose=0,
+        callbacks=callbacks,
+    )
+    return model, early
+
+
+def test_stops_at_the_patience_th_validation_without_improvement(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="kerasteps"):
+        model, early = train(tmp_path, 40, patience=3)
+    records = read_jsonl(tmp_path / "log.jsonl")
+    values = {r["step"]: r["val_loss"] for r in records}
+    best_step = min(values, key=values.get)  # validation only gets worse
+    assert best_step == 2 and early.best_step == 2
+    assert early.stopped_step == 8 == global_step(model)
+    assert [(r["step"], r["patience/val_loss"]) for r in records] == [
+        (2, 0),
+        (4, 1),
+        (6, 2),
+        (8, 3),
+    ]
+    assert all(r["best/val_loss"] == values[2] for r in records)
+    (line,) = [r.message for r in caplog.records if "stopping at step" in r.message]
+    assert line == (
+        f"StepEarlyStopping: stopping at step 8: val_loss = {values[8]:.6g} has not "
+        f"improved on the best {values[2]:.6g} (step 2) in 3 validations "
+        "(patience 3, min_delta 0)."
+    )
+
+
+def test_a_resumed_run_stops_where_the_uninterrupted_one_stopped(tmp_path):
+    """Stopped at step 10 (ckpt-10, 4 validations without improvement) and
+    resumed: the count goes on, and training stops at step 14 as in one run."""
+    _, whole = train(tmp_path / "whole", 40)
+    assert whole.stopped_step == 14
+    train(tmp_path / "split", 10)  # patience not reached: ends at step 10
+    model, resumed = train(tmp_path / "split", 40, start=10)
+    assert resumed.stopped_step == 14 == global_step(model)
+    assert resumed.state_dict() == whole.state_dict()
+
+
+def test_a_run_that_stopped_does_not_train_again(tmp_path, caplog):
+    train(tmp_path, 40, patience=3)  # stops at 8, saved as the final checkpoint
+    model = tiny_model()
+    assert StepCheckpoint.restore_latest(model, tmp_path / "ckpts") == 8
+    early = StepEarlyStopping(patience=3)
+    reason = early.stopped(model)
+    assert reason.startswith("StepEarlyStopping: the run stopped at step 8: val_loss")
+    x, y = tiny_data(8)
+    with pytest.raises(RuntimeError, match="the run stopped at step 8"):
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=[early])
+    assert global_step(model) == 8
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"patience": 0}, r"`patience` must be"),
+        ({"min_delta": -0.1}, r"`min_delta` must be"),
+        ({"monitor": "val_auc", "mode": "min"}, r"`mode` 'min' contradicts"),
+        ({"start_step": -1}, r"`start_step` must be"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        StepEarlyStopping(**kwargs)

@@ -404,7 +404,8 @@ def best_mode(tag: str) -> str | None:
     The rule: split the tag into lower-case words (on `/` and any other
     non-alphanumeric character). A tag has no known direction, and so no best, if
     it is a learning rate or a step counter (`learning_rate`, `learning_rate/*`,
-    `counters/*`), a throughput (`*_per_second`), or if any of its words names a
+    `counters/*`), an early stop's patience count (`patience/*`), a throughput
+    (`*_per_second`), or if any of its words names a
     GAN player (`d`, `g`, `gen`, `disc`, `generator`, `discriminator`, `critic`,
     `adversarial`, `adv`): adversarial losses are not minimised. Otherwise a
     loss-like word in the tag's last `/`-component (`loss`, `error`, `mse`,
@@ -425,12 +426,13 @@ def best_mode(tag: str) -> str | None:
     >>> from kerasteps.cli import best_mode
     >>> [best_mode(t) for t in ("val_loss", "val/accuracy", "d_loss", "wasserstein")]
     ['min', 'max', None, None]
+    >>> best_mode("patience/val_loss")
     """
     lower = tag.lower()
     # No direction whatever the words: learning rates, step counters, throughput
     # (kerasteps.callbacks.Throughput) and a GAN player's tags.
     if (
-        lower.split("/", 1)[0] in ("learning_rate", "counters")
+        lower.split("/", 1)[0] in ("learning_rate", "counters", "patience")
         or lower.endswith("_per_second")
         or set(re.split(r"[^a-z0-9]+", lower)) & _GAN_ROLE_WORDS
     ):

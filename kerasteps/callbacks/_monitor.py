@@ -119,9 +119,3 @@ class Monitor:
                 f"values of step {event.step}: {sorted(ours)}."
             )
         return None
-
-    def ranked(self, values: dict[int, float], keep: int) -> dict[int, float]:
-        """The `keep` best of `{step: value}`, best first (ties: the earlier step)."""
-        sign = 1.0 if self.mode == "min" else -1.0
-        best = sorted(values.items(), key=lambda item: (sign * item[1], item[0]))
-        return dict(best[:keep])

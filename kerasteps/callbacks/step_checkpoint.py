@@ -22,7 +22,7 @@ from kerasteps.callbacks._monitor import Monitor
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.checkpoint._format import NAME_RE, read_meta
-from kerasteps.checkpoint._retention import Retention
+from kerasteps.checkpoint._retention import Retention, ranked
 from kerasteps.checkpoint.store import (
     CheckpointInfo,
     CheckpointStore,
@@ -721,8 +721,8 @@ class StepCheckpoint(StepCallback):
         self._judged = (event.step, value if finite else None)
         if not finite or not self.keep_best:
             return False
-        ranked = self._monitor.ranked({**self._best, event.step: value}, self.keep_best)
-        return event.step in ranked
+        best = ranked({**self._best, event.step: value}, self.mode, self.keep_best)
+        return event.step in best
 
     def on_step(self, event: StepEvent) -> None:
         self._last = event
@@ -782,7 +782,7 @@ class StepCheckpoint(StepCallback):
             value = meta.get("monitor", {}).get("value")
             if value is not None and self._monitor is not None:
                 self._best[step] = value
-                self._best = self._monitor.ranked(self._best, self.keep_best)
+                self._best = ranked(self._best, self.mode, self.keep_best)
         except NonFiniteStateError as error:
             self._done_steps.add(step)
             logger.error("%s The last finite checkpoint is kept.", error)

@@ -22,6 +22,11 @@ logger = logging.getLogger("kerasteps")
 _NAME = "StepEarlyStopping"
 
 
+def _stopped_line(step: int, reason: str | None) -> str:
+    """The line that says why a restored run does not train again."""
+    return f"{_NAME}: the run stopped at step {step}: {reason}"
+
+
 class StepEarlyStopping(StepCallback):
     """Stops training when a validation value has stopped improving.
 
@@ -173,8 +178,7 @@ class StepEarlyStopping(StepCallback):
         state = None if resume is None else resume.decisions.get(self.state_key)
         if not isinstance(state, Mapping) or state.get("stopped_step") is None:
             return None
-        step, reason = state["stopped_step"], state.get("reason")
-        return f"{_NAME}: the run stopped at step {step}: {reason}"
+        return _stopped_line(state["stopped_step"], state.get("reason"))
 
     # -- the run --------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
@@ -183,9 +187,7 @@ class StepEarlyStopping(StepCallback):
         if saved is not None:
             self.load_state_dict(saved)
         if self.stopped_step is not None:
-            line = (
-                f"{_NAME}: the run stopped at step {self.stopped_step}: {self.reason}"
-            )
+            line = _stopped_line(self.stopped_step, self.reason)
             logger.info("%s; not training again.", line)
             raise RuntimeError(
                 f"{line}. It does not train again: skip `fit()` when "

@@ -75,6 +75,21 @@ def is_better(value: float, than: float | None, mode: str, min_delta: float) -> 
     return value < than - min_delta if mode == "min" else value > than + min_delta
 
 
+def ranked(values: dict[int, float], mode: str, keep: int) -> dict[int, float]:
+    """The `keep` best of finite `{step: value}`, best first (ties: the earlier
+    step).
+
+    Example:
+
+    >>> from kerasteps.checkpoint._retention import ranked
+    >>> ranked({10: 0.3, 20: 0.2, 30: 0.2}, "min", 2)
+    {20: 0.2, 30: 0.2}
+    """
+    sign = 1.0 if mode == "min" else -1.0
+    best = sorted(values.items(), key=lambda item: (sign * item[1], item[0]))
+    return dict(best[:keep])
+
+
 @dataclass(frozen=True)
 class Retention:
     """Which checkpoints a save keeps: the union of the newest `keep`, the
@@ -129,17 +144,13 @@ class Retention:
     def best(self, entries: list[CheckpointInfo]) -> list[CheckpointInfo]:
         """The `keep_best` best of `entries`, best first (those that record a
         finite value of `monitor`)."""
-        if not self.keep_best:
-            return []
-        scored = [
-            e
+        judged = {  # a CheckpointInfo's value is finite or None
+            e.step: e
             for e in entries
             if e.monitor == self.monitor and e.value is not None
-            if math.isfinite(e.value)
-        ]
-        sign = 1.0 if self.mode == "min" else -1.0
-        scored.sort(key=lambda e: (sign * e.value, e.step))
-        return scored[: self.keep_best]
+        }
+        values = {step: e.value for step, e in judged.items()}
+        return [judged[step] for step in ranked(values, self.mode, self.keep_best)]
 
     def kept(self, entries: list[CheckpointInfo]) -> set[str]:
         """The names of `entries` (oldest save first) that the rule keeps."""

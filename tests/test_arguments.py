@@ -50,8 +50,10 @@ ALLOWED: dict[tuple[str, str, Any], str] = {
         "that a listing never fails on a clock that was wrong"
     ),
     ("StepEarlyStopping", "baseline", -1.0): (
-        "a baseline of the monitored value: any finite number (a loss may be "
-        "negative)"
+        "a baseline of the monitored value: any finite number (a loss may be negative)"
+    ),
+    ("StepReduceLROnPlateau", "baseline", -1.0): (
+        "a baseline of the monitored value: any finite number (a loss may be negative)"
     ),
     ("CheckpointInfo", "value", -1.0): (
         "a monitored value as meta.json records it: any finite number (a loss "

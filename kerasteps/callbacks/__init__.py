@@ -16,6 +16,7 @@ from kerasteps.callbacks.step_csv_logger import StepCSVLogger
 from kerasteps.callbacks.step_early_stopping import StepEarlyStopping
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.callbacks.step_progress_bar import StepProgressBar
+from kerasteps.callbacks.step_reduce_lr_on_plateau import StepReduceLROnPlateau
 from kerasteps.callbacks.step_run import StepRun
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.callbacks.step_tensorboard import StepTensorBoard
@@ -37,6 +38,7 @@ __all__ = [
     "ValidateEvery",
     "StepCheckpoint",
     "StepEarlyStopping",
+    "StepReduceLROnPlateau",
     "StopAtStep",
     "StopOnNonFinite",
     "Throughput",

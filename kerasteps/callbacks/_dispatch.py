@@ -132,6 +132,15 @@ class Dispatcher:
             self._next_due = 0
             self._quiet_until = -1
 
+    def twins(self, callback: StepCallback) -> int:
+        """How many callbacks of the run with `callback.state_name` began before it."""
+        if callback.state_name is None:
+            return 0
+        return sum(
+            m.callback is not callback and m.callback.state_name == callback.state_name
+            for m in self._members + self._passive
+        )
+
     def may_provide(self, name: str) -> bool:
         """Whether a provider of the run declares `name`, or declares no names and
         has not acted yet (`StepRun.may_provide`)."""

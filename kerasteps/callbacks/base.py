@@ -104,10 +104,21 @@ class StepCallback(keras.callbacks.Callback):
             start_step: The model's global step when `fit()` begins.
         """
 
-    #: The key of the callback's decision state in a checkpoint, or None (no
+    #: The name of the callback's decision state in a checkpoint, or None (no
     #: state): a decider's state (`state_dict`) is saved with every checkpoint and
     #: handed back to the same callback of a resumed run (`run.saved_state(key)`).
-    state_key: str | None = None
+    state_name: str | None = None
+    #: How many callbacks of the run with the same `state_name` began before this
+    #: one (two early stops on one monitor keep two states, by their order).
+    state_twin: int = 0
+
+    @property
+    def state_key(self) -> str | None:
+        """The key of the callback's state in a checkpoint (`state_name`, then
+        `#2`, `#3`... for its twins), or None."""
+        if self.state_name is None or not self.state_twin:
+            return self.state_name
+        return f"{self.state_name}#{self.state_twin + 1}"
 
     def state_dict(self) -> dict[str, Any]:
         """The callback's decision state (JSON types), for `state_key`'s callbacks."""
@@ -232,6 +243,7 @@ class StepCallback(keras.callbacks.Callback):
         if not self.active:
             dispatcher.register(self, active=False)  # on another worker: no acts
             return
+        self.state_twin = dispatcher.twins(self)
         try:
             with dispatcher.act():
                 self.on_run_begin(self._run.start_step)

@@ -53,6 +53,7 @@ class StepRecord:
     epoch_last: bool = False
     time: float = 0.0
     counters: dict[str, int] | None = None
+    rates: dict[str, float] | None = None
 
 
 class StepEvent:
@@ -155,7 +156,10 @@ class StepEvent:
         `LearningRateSchedule` is evaluated on the optimizer's count at the update
         that made this step.
         """
-        return self._record.facts.learning_rates(self._record.step)
+        record = self._record
+        if record.rates is None:  # read once a step, before a decider cuts them
+            record.rates = record.facts.learning_rates(record.step)
+        return dict(record.rates)
 
     # -- the values to record -------------------------------------------------------
     def values(self) -> dict[str, float]:

@@ -21,19 +21,23 @@ from tests.helpers import read_jsonl, tiny_data, tiny_model
 pytestmark = pytest.mark.neutral
 
 
-def train(directory, end, *, start=0, patience=6, target=-1.0, **kwargs):
+def train(
+    directory, end, *, start=0, patience=6, target=-1.0, every=2, twin=None, **kwargs
+):
     """Fits `tiny_model` from step `start` (restored from `directory`) to `end`,
-    batches of 2 in order, validated every 2 steps on data whose targets are
+    batches of 2 in order, validated `every` 2 steps on data whose targets are
     `target` times the training ones (-1: validation gets worse as training goes
-    on); a checkpoint every 10 steps and at the end."""
+    on); a checkpoint every 10 steps and at the end. `twin`: a second
+    StepEarlyStopping on the same monitor (listed after the first)."""
     model = tiny_model()
     if start:
         assert StepCheckpoint.restore_latest(model, directory / "ckpts") == start
     x, y = tiny_data(2 * end)
     early = StepEarlyStopping(patience=patience, **kwargs)
     callbacks = [
-        ValidateEvery(2, (x[:8], target * y[:8])),
+        ValidateEvery(every, (x[:8], target * y[:8])),
         early,
+        *([] if twin is None else [twin]),
         StepCheckpoint(directory / "ckpts", every=Every(10, last=True)),
         JSONLinesLogger(directory / "log.jsonl", every=1000),
     ]
@@ -82,6 +86,40 @@ def test_a_resumed_run_stops_where_the_uninterrupted_one_stopped(tmp_path):
     assert resumed.state_dict() == whole.state_dict()
 
 
+def test_patience_steps_counts_steps_whatever_the_cadence(tmp_path):
+    """The best at the first validation; 5 steps without improvement stop at the
+    first validation 5 or more steps after it: step 8 every 2 steps (3
+    validations later), step 9 every 3 steps (2 later)."""
+    _, every_two = train(tmp_path / "two", 40, patience=None, patience_steps=5)
+    _, every_three = train(
+        tmp_path / "three", 40, patience=None, patience_steps=5, every=3
+    )
+    assert (every_two.best_step, every_two.stopped_step) == (2, 8)
+    assert (every_three.best_step, every_three.stopped_step) == (3, 9)
+    assert every_three.reason.endswith(
+        "in 2 validations since step 3 (patience_steps 5, min_delta 0)"
+    )
+
+
+def test_two_on_one_monitor_keep_their_own_state_across_a_resume(tmp_path):
+    """The second starts judging at step 6: resumed at step 10, each takes its
+    own saved state back, and the first stops at 14 as in one run."""
+    whole_twin = StepEarlyStopping(start_step=6)
+    _, whole = train(tmp_path / "whole", 40, twin=whole_twin)
+    train(tmp_path / "split", 10, twin=StepEarlyStopping(start_step=6))
+    twin = StepEarlyStopping(start_step=6)
+    _, resumed = train(tmp_path / "split", 40, start=10, twin=twin)
+    assert (resumed.state_key, twin.state_key) == (
+        "StepEarlyStopping:val_loss",
+        "StepEarlyStopping:val_loss#2",
+    )
+    assert resumed.stopped_step == whole.stopped_step == 14
+    assert (resumed.best_step, twin.best_step) == (2, whole_twin.best_step)
+    assert whole_twin.best_step >= 6
+    assert resumed.state_dict() == whole.state_dict()
+    assert twin.state_dict() == whole_twin.state_dict()
+
+
 def test_a_run_that_stopped_does_not_train_again(tmp_path, caplog):
     train(tmp_path, 40, patience=3)  # stops at 8, saved as the final checkpoint
     model = tiny_model()
@@ -102,6 +140,8 @@ def test_a_run_that_stopped_does_not_train_again(tmp_path, caplog):
         ({"min_delta": -0.1}, r"`min_delta` must be"),
         ({"monitor": "val_auc", "mode": "min"}, r"`mode` 'min' contradicts"),
         ({"start_step": -1}, r"`start_step` must be"),
+        ({"patience": 2, "patience_steps": 9}, r"give `patience` \(validations\) or"),
+        ({"patience_steps": 0}, r"`patience_steps` must be an int >= 1"),
     ],
 )
 def test_bad_arguments_are_refused_at_construction(kwargs, message):

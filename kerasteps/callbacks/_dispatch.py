@@ -161,13 +161,17 @@ class Dispatcher:
         }
         return sorted(prefixes)
 
+    def checkpointer(self) -> StepCallback | None:
+        """The first registered callback that saves checkpoints, or None."""
+        for member in self._members:
+            if isinstance(getattr(member.callback, "store", None), CheckpointStore):
+                return member.callback
+        return None
+
     def checkpoint_directory(self) -> str | None:
         """The directory of the first registered callback that saves checkpoints."""
-        for member in self._members:
-            store = getattr(member.callback, "store", None)
-            if isinstance(store, CheckpointStore):
-                return store.directory
-        return None
+        checkpointer = self.checkpointer()
+        return None if checkpointer is None else checkpointer.store.directory
 
     def wake(self) -> None:
         """Makes the next batch end dispatch to every callback (a signal arrived)."""
@@ -367,6 +371,7 @@ class Dispatcher:
             members = self._members + self._passive if trained else []
             self.carry.resume_state(members, final).attach(self.model)
             self._close()
+            self._each(lambda member: member.callback.on_run_closed())
 
     def _each(self, act: Callable[[Member], None]) -> None:
         """`act(member)` for every callback, in order, even after one raised; then,

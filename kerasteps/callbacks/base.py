@@ -124,6 +124,13 @@ class StepCallback(keras.callbacks.Callback):
         """The callback's decision state (JSON types), for `state_key`'s callbacks."""
         return {}
 
+    def on_run_closed(self) -> None:
+        """Called once per `fit()` that ended without an error, after every
+        kerasteps callback's `on_run_end`: the run's files are complete (the final
+        checkpoint committed). `StepEarlyStopping(restore_best_weights=True)`
+        restores the best checkpoint here.
+        """
+
     def on_run_ready(self) -> None:
         """Called once per `fit()`, when every kerasteps callback of the run has
         begun, before the first step (at Keras's first `on_epoch_begin`).

@@ -10,8 +10,10 @@ from typing import Any
 import keras
 
 from kerasteps._resume_state import ResumeState
+from kerasteps._validate import check_bool
 from kerasteps.callbacks._plateau import Plateau
 from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.checkpoint.store import CheckpointStore
 
 __all__ = ["StepEarlyStopping"]
 
@@ -68,6 +70,12 @@ class StepEarlyStopping(Plateau):
             not judged (a warm-up).
         patience_steps: Positive int or None (default): stop when this many steps
             passed without improvement, instead of `patience` validations.
+        restore_best_weights: Bool, default False: after a stop, load the
+            weights of the best checkpoint on disk (the run's
+            `StepCheckpoint(monitor=...)` must rank by the same value), as
+            Keras's flag does, once the final checkpoint is committed; the
+            global step, the optimizers and that checkpoint stay those of the
+            stop. A run that ends without a stop keeps its weights.
 
     Example:
 
@@ -94,10 +102,15 @@ class StepEarlyStopping(Plateau):
         baseline: float | None = None,
         start_step: int = 0,
         patience_steps: int | None = None,
+        restore_best_weights: bool = False,
     ):
         super().__init__(
             monitor, min_delta, patience, patience_steps, mode, baseline, start_step
         )
+        self.restore_best_weights = check_bool(
+            "restore_best_weights", restore_best_weights
+        )
+        self._stopped_here = False
 
     def _clear(self) -> None:
         super()._clear()
@@ -144,13 +157,55 @@ class StepEarlyStopping(Plateau):
                 "`early_stopping.stopped(model)` says so."
             )
 
+    def on_run_ready(self) -> None:
+        super().on_run_ready()
+        self._stopped_here = False
+        ranked_by = self.run.checkpoint_monitor
+        if self.restore_best_weights and ranked_by != self.monitor:
+            has = (
+                "no StepCheckpoint"
+                if self.run.checkpoint_directory is None
+                else (f"a StepCheckpoint with monitor={ranked_by!r}")
+            )
+            raise ValueError(
+                f"{_NAME}: restore_best_weights=True restores the best checkpoint on "
+                f"disk by {self.monitor!r}, but the run has {has}: add "
+                f"StepCheckpoint(directory, monitor={self.monitor!r}) to the callbacks."
+            )
+
+    def on_run_closed(self) -> None:
+        if not (self.restore_best_weights and self._stopped_here):
+            return
+        store = CheckpointStore(self.run.checkpoint_directory)
+        info = store.restore_best(self.model, self.monitor, weights_only=True)
+        if info is None:
+            logger.warning(
+                "%s: no checkpoint in %s records %s: the weights stay those of "
+                "step %d.",
+                _NAME,
+                store.directory,
+                self.monitor,
+                self.stopped_step,
+            )
+        else:
+            logger.info(
+                "%s: restored the weights of %s (step %d, %s=%.6g); the global step "
+                "stays %d.",
+                _NAME,
+                info.path,
+                info.step,
+                self.monitor,
+                info.value,
+                self.stopped_step,
+            )
+
     def on_step(self, event: StepEvent) -> dict[str, float] | None:
         value = None if self.stopped_step else self.judge(event)
         if value is None:
             return None
         if self.plateaued(event.step):
             self.reason = self.rule(value)
-            self.stopped_step = event.step
+            self.stopped_step, self._stopped_here = event.step, True
             self.model.stop_training = True
             logger.info("%s: stopping at step %d: %s.", _NAME, event.step, self.reason)
         best = math.nan if self.best is None else self.best

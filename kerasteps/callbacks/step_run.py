@@ -112,6 +112,13 @@ class StepRun:
         return self._dispatcher.checkpoint_directory()
 
     @property
+    def checkpoint_monitor(self) -> str | None:
+        """The value that this run's `StepCheckpoint` ranks its checkpoints by
+        (its `monitor`), or None."""
+        checkpointer = self._dispatcher.checkpointer()
+        return None if checkpointer is None else checkpointer.monitor
+
+    @property
     def ended(self) -> bool:
         """True once the run is over (`fit()` ended, or a callback aborted it)."""
         return self._dispatcher.ended

@@ -497,6 +497,33 @@ def _problems(
     return problems
 
 
+def restore_weights(model: keras.Model, arrays: dict[str, np.ndarray]) -> int:
+    """Assigns a checkpoint's arrays to the model's weights only, all or nothing:
+    not its optimizers, its step counters or its layers' computed values (Keras's
+    `restore_best_weights` sets the weights alone). Returns how many it set.
+
+    Raises:
+        ValueError: naming the weights the checkpoint lacks or holds in another
+            shape; the model is then as it was.
+    """
+    steps_lib.sync_trained_state(model)
+    counters = set(map(id, steps_lib.step_counter_variables(model).values()))
+    weights = {id(w) for w in model.weights} - counters
+    layout = StateLayout.of(model)
+    layout.variables = {k: v for k, v in layout.variables.items() if id(v) in weights}
+    layout.custom = {}
+    problems = [f"no weight {k!r}" for k in layout.variables if k not in arrays]
+    problems += [
+        f"{k!r} has the shape {arrays[k].shape}, the model's {tuple(v.shape)}"
+        for k, v in layout.variables.items()
+        if k in arrays and tuple(arrays[k].shape) != tuple(v.shape)
+    ]
+    if problems:
+        raise ValueError("; ".join(problems) + ".")
+    _assign_all_or_nothing(layout, arrays)
+    return len(layout.variables)
+
+
 def _assign_all_or_nothing(layout: StateLayout, arrays: dict[str, np.ndarray]) -> None:
     """Assigns every variable and custom layer its array; if any assignment
     fails, puts back what they held and re-raises."""

@@ -130,8 +130,11 @@ def capture(
     return Capture(values[name], arrays, meta)
 
 
-def restore(model: keras.Model, info: CheckpointInfo) -> int:
-    """Restores one checkpoint into `model`, all or nothing.
+def restore(
+    model: keras.Model, info: CheckpointInfo, weights_only: bool = False
+) -> int:
+    """Restores one checkpoint into `model`, all or nothing (with `weights_only`,
+    the model's weights alone: the optimizers and the step stay as they are).
 
     Raises:
         ValueError: naming the checkpoint, if it is incomplete or damaged, does
@@ -139,13 +142,30 @@ def restore(model: keras.Model, info: CheckpointInfo) -> int:
             holds a state that is not finite. The model is then as it was.
     """
     meta = _format.checked_meta(info.path)
-    _check_optimizers(model, info, meta)
+    if not weights_only:
+        _check_optimizers(model, info, meta)
     arrays = _format.read_verified(info.path, meta)
     bad = _finite.first_non_finite_array(arrays.items())
     if bad is not None:
         raise ValueError(
             f"The checkpoint {info.path!r} holds a NaN or an infinity in {bad}."
         )
+    if weights_only:
+        try:
+            count = _model_state.restore_weights(model, arrays)
+        except ValueError as error:
+            raise ValueError(
+                f"The checkpoint {info.path!r} does not hold the weights of the "
+                f"model {model.name!r} (the model is as it was): {error}"
+            ) from error
+        logger.info(
+            "StepCheckpoint: restored the %d weights of %s (step %d); global step %d.",
+            count,
+            info.path,
+            info.step,
+            steps_lib.global_step(model),
+        )
+        return info.step
     with distribute.strategy_scope(model):  # builds distributed slots, too
         build_optimizers(model)
         try:

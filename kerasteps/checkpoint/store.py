@@ -616,12 +616,16 @@ class CheckpointStore:
         return self._restore_first(model, view, view.entries[::-1], "an older one")
 
     def restore_best(
-        self, model: keras.Model, monitor: str | None = None
+        self,
+        model: keras.Model,
+        monitor: str | None = None,
+        weights_only: bool = False,
     ) -> CheckpointInfo | None:
         """Restores the best checkpoint that restores completely, by the value of
         `monitor` (default: the value the newest checkpoint that records one
         monitored) that the checkpoints' `meta.json` record, in the direction
-        recorded with it; None if no checkpoint records that value.
+        recorded with it; None if no checkpoint records that value. With
+        `weights_only`, the model's weights alone (`restore_best_weights`).
 
         Raises:
             ValueError: if checkpoints record it and none restores, naming each.
@@ -637,7 +641,7 @@ class CheckpointStore:
         mode = record.get("mode") if record.get("mode") in ("min", "max") else "auto"
         mode = infer_mode(monitor, mode)
         ranked = Retention(1, monitor, mode, len(judged)).best(judged)
-        return self._restore_first(model, view, ranked, "the next best")
+        return self._restore_first(model, view, ranked, "the next best", weights_only)
 
     def _restore_first(
         self,
@@ -645,6 +649,7 @@ class CheckpointStore:
         view: _View,
         candidates: list[CheckpointInfo],
         fallback: str,
+        weights_only: bool = False,
     ) -> CheckpointInfo | None:
         """Restores the first of `candidates` that restores completely."""
         for note in view.notes:
@@ -652,7 +657,7 @@ class CheckpointStore:
         failures = []
         for info in candidates:
             try:
-                _transfer.restore(model, info)
+                _transfer.restore(model, info, weights_only)
                 return info
             except ValueError as error:
                 logger.warning(

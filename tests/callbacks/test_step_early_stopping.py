@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+import keras
+import numpy as np
 import pytest
 
 from kerasteps import Every, global_step
@@ -16,7 +18,7 @@ from kerasteps.callbacks import (
     StepEarlyStopping,
     ValidateEvery,
 )
-from tests.helpers import read_jsonl, tiny_data, tiny_model
+from tests.helpers import fit_steps, read_jsonl, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
@@ -118,6 +120,62 @@ def test_two_on_one_monitor_keep_their_own_state_across_a_resume(tmp_path):
     assert whole_twin.best_step >= 6
     assert resumed.state_dict() == whole.state_dict()
     assert twin.state_dict() == whole_twin.state_dict()
+
+
+def weights(model):
+    return [keras.ops.convert_to_numpy(w) for w in model.weights]
+
+
+@pytest.mark.parametrize("async_save", [True, False])
+def test_restore_best_weights_loads_the_best_checkpoint_from_disk(
+    tmp_path, caplog, async_save
+):
+    """Stopped at step 8 (the best at step 2): the model holds the weights of
+    ckpt-2 (those of a 2-step fit, bitwise) at global step 8, and the final
+    checkpoint, ckpt-8, holds the state of step 8 (a resume continues there)."""
+    model, x, y = tiny_model(), *tiny_data(80)
+    early = StepEarlyStopping(patience=3, restore_best_weights=True)
+    checkpoint = StepCheckpoint(
+        tmp_path, every=Every(10, last=True), monitor="val_loss", async_save=async_save
+    )
+    validate = ValidateEvery(2, (x[:8], -y[:8]))
+    with caplog.at_level(logging.INFO, logger="kerasteps"):
+        model.fit(
+            x, y, batch_size=2, shuffle=False, verbose=0,
+            callbacks=[validate, early, checkpoint],
+        )  # fmt: skip
+    assert (early.best_step, early.stopped_step, global_step(model)) == (2, 8, 8)
+    two_steps = tiny_model()
+    fit_steps(two_steps, 2)
+    for ours, theirs in zip(weights(model), weights(two_steps), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    (line,) = [r.message for r in caplog.records if "restored the weights" in r.message]
+    assert f"restored the weights of {tmp_path / 'ckpt-2'} (step 2, val_loss=" in line
+    assert line.endswith("the global step stays 8.")
+    eight_steps, resumed = tiny_model(), tiny_model()
+    fit_steps(eight_steps, 8)
+    assert StepCheckpoint.restore_latest(resumed, tmp_path) == 8
+    for ours, theirs in zip(weights(resumed), weights(eight_steps), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "has"),
+    [(False, "no StepCheckpoint"), (True, "a StepCheckpoint with monitor=None")],
+)
+def test_restore_best_weights_without_a_best_checkpoint_is_refused(
+    tmp_path, checkpoint, has
+):
+    model, x, y = tiny_model(), *tiny_data(8)
+    callbacks = [
+        ValidateEvery(2, (x, y)),
+        StepEarlyStopping(restore_best_weights=True),
+    ]
+    if checkpoint:
+        callbacks.append(StepCheckpoint(tmp_path, every=4))
+    with pytest.raises(ValueError, match=f"by 'val_loss', but the run has {has}: add"):
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=callbacks)
+    assert global_step(model) == 0
 
 
 def test_a_run_that_stopped_does_not_train_again(tmp_path, caplog):

@@ -227,6 +227,12 @@ REQUIRED: dict[str, Any] = {
     "name": lambda tmp, shared: "ckpt-5",
     "step": lambda tmp, shared: 5,
     "time": lambda tmp, shared: 0.0,
+    "max_seconds": lambda tmp, shared: 10.0,
+}
+
+#: (class, parameter) with a default that needs a value all the same, with why.
+ALSO_REQUIRED: dict[tuple[str, str], str] = {
+    ("StepCheckpoint", "every"): "None only with `every_seconds`, None by default",
 }
 
 
@@ -261,7 +267,8 @@ def arguments(cls: type, tmp, shared_objects) -> dict[str, Any]:
     """Valid values of the parameters of `cls` without a default."""
     out = {}
     for parameter, _ in parameters(cls):
-        if parameter.default is not parameter.empty:
+        also = (cls.__name__, parameter.name) in ALSO_REQUIRED
+        if parameter.default is not parameter.empty and not also:
             continue
         assert parameter.name in REQUIRED, (
             f"{cls.__name__}({parameter.name}=...) has no default: give it a valid "

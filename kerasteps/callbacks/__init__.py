@@ -21,6 +21,7 @@ from kerasteps.callbacks.step_run import StepRun
 from kerasteps.callbacks.step_sink import StepSink
 from kerasteps.callbacks.step_tensorboard import StepTensorBoard
 from kerasteps.callbacks.stop_at_step import StopAtStep
+from kerasteps.callbacks.stop_at_time import StopAtTime
 from kerasteps.callbacks.stop_on_non_finite import StopOnNonFinite
 from kerasteps.callbacks.throughput import Throughput
 from kerasteps.callbacks.validate_every import ValidateEvery
@@ -40,6 +41,7 @@ __all__ = [
     "StepEarlyStopping",
     "StepReduceLROnPlateau",
     "StopAtStep",
+    "StopAtTime",
     "StopOnNonFinite",
     "Throughput",
     "StepProgressBar",

@@ -78,7 +78,7 @@ class Dispatcher:
         self.model = model
         self.params = params
         start_step = steps_lib.global_step(model)
-        resume = ResumeState.take(model, start_step)
+        resume = self._resume = ResumeState.take(model, start_step)
         # A previous `fit()` that raised never ended: this one goes on with its run.
         going_on = previous.carry if previous and not previous.ended else None
         saves_into = _SAVES_INTO.pop(model, None)  # under `get_dispatcher`'s lock
@@ -407,7 +407,15 @@ class Dispatcher:
         """Closes every callback after an error, without dispatching anything."""
         with self._lock, self.act():
             if not self.ended:
-                self._close()
+                try:
+                    self._close()
+                finally:
+                    # Refused before training: the next `fit()` resumes as this
+                    # one would have (its run, its saved decisions).
+                    trained = self.tracker.step != self.tracker.start_step
+                    held = ResumeState.of(self.model) is not None
+                    if self._resume is not None and not (trained or held):
+                        self._resume.attach(self.model)
 
     def _close(self) -> None:
         self.ended = True

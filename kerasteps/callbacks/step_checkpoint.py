@@ -6,17 +6,25 @@ import logging
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterable
 
 import keras
 import tensorflow as tf
 
+from kerasteps import distribute
 from kerasteps import steps as steps_lib
 from kerasteps._files import _atomic, _lock
 from kerasteps._files._paths import writable_dir
 from kerasteps._resume_state import ResumeState
-from kerasteps._validate import check_bool, check_choice, check_int, check_path
+from kerasteps._validate import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_path,
+    check_positive_number,
+)
 from kerasteps.callbacks import _dispatch, _signals, _sinks, _windows
 from kerasteps.callbacks._monitor import Monitor
 from kerasteps.callbacks.base import StepCallback
@@ -277,7 +285,8 @@ class StepCheckpoint(StepCallback):
     Args:
         directory: Directory of the checkpoints (created if missing).
         every: Positive int or `kerasteps.Every`, when to save. `Every(n, last=True)`
-            also saves at the final step of each run.
+            also saves at the final step of each run. None (default) with
+            `every_seconds` alone.
         keep: Positive int, default 3: how many of the newest checkpoints to keep.
         signals: Signals that save and stop, default `(signal.SIGTERM,
             signal.SIGINT)`; `()` for none. SIGKILL and SIGSTOP cannot be caught.
@@ -299,6 +308,11 @@ class StepCheckpoint(StepCallback):
             every span of that many steps.
         keep_every_hours: Optional positive number: also keep the first checkpoint
             of every span of that many hours (TF1's `keep_checkpoint_every_n_hours`).
+        every_seconds: Optional positive number: also save at the first step that
+            ends `every_seconds` or more after the run's begin or its latest save
+            (a timer wakes the run: nothing runs at the quiet steps in between).
+            Given without `every`, the final step is saved too. Not under a
+            multi-worker strategy, whose workers must save at the same steps.
 
     Attributes:
         directory: The checkpoint directory, as a path string.
@@ -332,7 +346,7 @@ class StepCheckpoint(StepCallback):
     def __init__(
         self,
         directory: str | os.PathLike,
-        every: int | Every,
+        every: int | Every | None = None,
         keep: int = 3,
         signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT),
         verbose: int = 0,
@@ -342,8 +356,16 @@ class StepCheckpoint(StepCallback):
         keep_best: int | None = None,
         keep_every_steps: int | None = None,
         keep_every_hours: float | None = None,
+        every_seconds: float | None = None,
     ):
-        super().__init__(Every.coerce(every, name="every"))
+        super().__init__(None if every is None else Every.coerce(every, name="every"))
+        self.every_seconds = (
+            None
+            if every_seconds is None
+            else check_positive_number("every_seconds", every_seconds)
+        )
+        self._timer: threading.Timer | None = None
+        self._since_save = 0.0  # when the run began or last saved (monotonic)
         self.async_save = check_bool("async_save", async_save)
         self.keep = check_int("keep", keep)
         self.verbose = int(check_choice("verbose", verbose, (0, 1)))
@@ -380,10 +402,16 @@ class StepCheckpoint(StepCallback):
         self.signal_received: int | None = None
         #: The `CheckpointInfo` of the last save of this callback, or None.
         self.last_saved: CheckpointInfo | None = None
+        self.save_seconds, self._save_began = 0.0, 0.0
         #: The latest value of `monitor`, `(step, value)` (None: not finite).
         self._judged: tuple[int, float | None] | None = None
         #: The best finite values of `monitor` saved in the directory, by step.
         self._best: dict[int, float] = {}
+        if every is None and every_seconds is None:
+            raise ValueError(
+                "StepCheckpoint needs `every` (steps: an int or kerasteps.Every) or "
+                "`every_seconds` (a positive number); received neither."
+            )
 
     # -- public API -----------------------------------------------------------------
     @staticmethod
@@ -626,6 +654,9 @@ class StepCheckpoint(StepCallback):
 
     def _saved(self, info: CheckpointInfo) -> None:
         self.last_saved = info
+        #: How long the latest save took, from its state's copy to its commit
+        #: (`StopAtTime` stops early enough for one more).
+        self.save_seconds = time.monotonic() - self._save_began
         if info.path:
             logger.log(
                 logging.INFO if self.verbose else logging.DEBUG,
@@ -673,6 +704,14 @@ class StepCheckpoint(StepCallback):
         self.signal_received = None
         self._stop = _signals.GracefulStop(self.signals, self.model, self._on_signal)
         self._stop.install()
+        if self.every_seconds is not None:
+            if distribute.task_of(self.model)[0] is not None:
+                raise ValueError(
+                    "StepCheckpoint: `every_seconds` saves at steps that each "
+                    "worker's clock would choose alone; under a multi-worker "
+                    "strategy the workers save together: give `every` (steps)."
+                )
+            self._arm_timer()
 
     def _other_runs(self, start_step: int) -> list[CheckpointInfo]:
         """The checkpoints of another run: saved under another run id (see
@@ -740,9 +779,28 @@ class StepCheckpoint(StepCallback):
     def on_other_step(self, event: StepEvent) -> None:
         self._last = event
         self._raise_failed_write()
-        if self._judge(event) and self.run.non_finite_at != event.step:
+        due = self._judge(event) or self._time_due(event)
+        if due and self.run.non_finite_at != event.step:
             self._save_or_defer(event)
         self._stop_on_signal(event)
+
+    def _time_due(self, event: StepEvent) -> bool:
+        """Whether `every_seconds` passed since the run began or last saved (or
+        this is the final step, with no `every`)."""
+        if self.every_seconds is None:
+            return False
+        if event.final and self.every is None:
+            return True
+        return time.monotonic() - self._since_save >= self.every_seconds
+
+    def _arm_timer(self) -> None:
+        """Wakes the run `every_seconds` after the latest save (or the begin)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._since_save = time.monotonic()
+        self._timer = threading.Timer(self.every_seconds, self._wake)
+        self._timer.daemon = True
+        self._timer.start()
 
     def _raise_failed_write(self) -> None:
         if self.store.writer.failed:  # the background write failed: raise it here
@@ -772,6 +830,9 @@ class StepCheckpoint(StepCallback):
         self._keep_other_runs_aside()
         meta = self._run_meta(self.model, step)
         counters = (event.global_counter, event.counters)
+        self._save_began = time.monotonic()
+        if self.every_seconds is not None:
+            self._arm_timer()
         try:
             if self.async_save:
                 self._finish_background(due=True)  # at most one save in flight
@@ -821,6 +882,8 @@ class StepCheckpoint(StepCallback):
             self.flush()
             self._finish_background()
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             self._leave()
 
     def _leave(self) -> None:

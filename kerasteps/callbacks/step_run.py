@@ -119,6 +119,13 @@ class StepRun:
         return None if checkpointer is None else checkpointer.monitor
 
     @property
+    def checkpoint_seconds(self) -> float:
+        """How long this run's latest checkpoint took to save, or 0.0 (none yet,
+        or no `StepCheckpoint`)."""
+        checkpointer = self._dispatcher.checkpointer()
+        return 0.0 if checkpointer is None else checkpointer.save_seconds
+
+    @property
     def ended(self) -> bool:
         """True once the run is over (`fit()` ended, or a callback aborted it)."""
         return self._dispatcher.ended

@@ -263,7 +263,7 @@ def train_mode(mode, resume, x, y, lr, seed, limit, initial_mse):
     sinks = [
         StepTensorBoard(mode.folder, every=every),
         JSONLinesLogger(os.path.join(mode.folder, "log.jsonl"), every=every),
-        *recipe.tracking_callbacks(mode.folder, every),
+        *recipe.option_callbacks(mode.folder, every),
     ]
     for sink in sinks:  # the initial network's point, if the run begins at 0
         sink.log_point(0, {"full_data_mse": initial_mse, "train_seconds": 0.0})

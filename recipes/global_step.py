@@ -158,7 +158,7 @@ def step_callbacks(
         LogEvery(every, reduce=reduce),
         StepTensorBoard(run.folder, every=curve, reduce=reduce),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every, reduce=reduce),
-        *recipe.tracking_callbacks(run.folder, curve),
+        *recipe.option_callbacks(run.folder, curve),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),

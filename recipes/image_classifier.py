@@ -34,7 +34,10 @@ The callbacks, every --log-every global steps N:
                      val_accuracy=... at step N`
     JSONLinesLogger  the same values in LOG_DIR/run-N/log.jsonl
     StepCheckpoint   a checkpoint every N steps and at the end; --resume continues
-                     from the latest one
+                     from the latest one; the --keep-best best by `val_loss` kept
+                     beside them, and saved as `best.keras`
+    StepEarlyStopping  stops when `val_loss` has not improved in --early-stopping
+                     validations
     Throughput       steps/s and examples/s
 
 The file reads top to bottom: the data, the model, training with those callbacks,
@@ -267,9 +270,15 @@ def build_model(
 
 
 def step_callbacks(
-    run: recipe.Run, log_every: int, validation: Any, batch_size: int
+    run: recipe.Run,
+    log_every: int,
+    validation: Any,
+    batch_size: int,
+    keep_best: int,
+    early: Any,
 ) -> list[Any]:
-    """The kerasteps callbacks of the run: validation and recording every N steps."""
+    """The kerasteps callbacks of the run: validation and recording every N steps,
+    the best checkpoints and the early stop."""
     from kerasteps.callbacks import (
         JSONLinesLogger,
         LogEvery,
@@ -287,13 +296,17 @@ def step_callbacks(
         LogEvery(every),
         StepTensorBoard(run.folder, every=every),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
-        *recipe.tracking_callbacks(run.folder, every),
+        *recipe.option_callbacks(run.folder, every),
         StepCheckpoint(
             os.path.join(run.folder, "checkpoints"),
             every=Every(log_every, last=True),
+            monitor="val_loss" if keep_best else None,
+            keep_best=keep_best or None,
         ),
         run.stop,
     ]
+    if early is not None:  # a decider: it acts before the sinks and the checkpoint
+        callbacks.append(early)
     if sys.stdout.isatty():  # one bar below the lines, on a terminal
         callbacks.append(StepProgressBar(run.stop.max_steps, keys=["loss", "val_loss"]))
     return callbacks
@@ -309,10 +322,19 @@ def step_callbacks(
 # The global step after training is the number of updates, one per batch.
 
 
-def save_model(model: keras.Model, run: recipe.Run) -> None:
-    """Saves `model.keras` in the run's folder and prints the global step."""
+def save_model(model: keras.Model, run: recipe.Run, best: keras.Model | None) -> None:
+    """Saves `model.keras` in the run's folder and prints the global step; with
+    `best` (a model of the same build), restores the best checkpoint into it and
+    saves it as `best.keras`."""
+    from kerasteps.callbacks import StepCheckpoint
+
     model.save(os.path.join(run.folder, "model.keras"))
     click.echo(f"Global step after training: {kerasteps.global_step(model)}.")
+    checkpoints = os.path.join(run.folder, "checkpoints")
+    if best is not None and StepCheckpoint.restore_best(best, checkpoints):
+        best.save(os.path.join(run.folder, "best.keras"))
+        step = kerasteps.global_step(best)
+        click.echo(f"Best val_loss at step {step}: saved as best.keras.")
 
 
 # ======================================================================================
@@ -337,7 +359,9 @@ def parse_filters(
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
 )
-@recipe.common_options(steps=400, log_every=20, log_dir="logs/image_classifier")
+@recipe.common_options(
+    steps=400, log_every=20, log_dir="logs/image_classifier", validates=True
+)
 @click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, dir_okay=True),
@@ -380,6 +404,23 @@ def parse_filters(
     callback=parse_filters,
     help="Filters of each convolution block (one 2x2 pooling per block).",
 )
+@click.option(
+    "--keep-best",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Keep the K checkpoints of lowest val_loss beside the newest, and save "
+    "the best as RUN/best.keras (0: none).",
+)
+@click.option(
+    "--early-stopping",
+    metavar="PATIENCE",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Stop when val_loss has not improved in PATIENCE validations in a row "
+    "(0: never).",
+)
 def main(
     steps,
     log_every,
@@ -393,6 +434,8 @@ def main(
     batch_size,
     lr,
     filters,
+    keep_best,
+    early_stopping,
 ):
     """Train and validate a conv image classifier: loss and accuracy every N steps.
 
@@ -408,6 +451,7 @@ def main(
     """
     import keras
 
+    from kerasteps.callbacks import StepEarlyStopping
     from kerasteps.data import skip_consumed
 
     recipe.log_to_console(logging.INFO)
@@ -418,9 +462,14 @@ def main(
     model = build_model(image_size, len(class_names), filters, lr)
     # Each run writes to its own folder, LOG_DIR/run-N; --resume continues the latest.
     run = recipe.start_run(log_dir, resume, model=model, steps=steps)
+    early = StepEarlyStopping(patience=early_stopping) if early_stopping else None
+    if early is not None and early.stopped(model):
+        click.echo(f"{early.stopped(model)}; nothing to train.")
+        recipe.print_log_hint(run.folder)
+        return
     if run.stop is None:
         return
-    callbacks = step_callbacks(run, log_every, validation, batch_size)
+    callbacks = step_callbacks(run, log_every, validation, batch_size, keep_best, early)
     model.fit(
         skip_consumed(train, run.start),  # less the batches of earlier steps
         steps_per_epoch=log_every,  # one Keras epoch per logging period
@@ -429,7 +478,8 @@ def main(
         shuffle=False,  # the dataset is shuffled (with a seed) already
         callbacks=callbacks,
     )
-    save_model(model, run)
+    best = build_model(image_size, len(class_names), filters, lr) if keep_best else None
+    save_model(model, run, best)
     recipe.print_log_hint(run.folder)
     recipe.exit_if_interrupted(callbacks)  # after a signal: 128 + its number
 

@@ -280,7 +280,7 @@ def step_callbacks(run: recipe.Run, data: Data, log_every: int, seed: int) -> li
         LogEvery(every),
         StepTensorBoard(run.folder, every=every, images=pictures),
         JSONLinesLogger(os.path.join(run.folder, "log.jsonl"), every=every),
-        *recipe.tracking_callbacks(run.folder, every),
+        *recipe.option_callbacks(run.folder, every),
         StepCheckpoint(os.path.join(run.folder, "checkpoints"), every=every),
         run.stop,
     ]

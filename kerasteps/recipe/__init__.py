@@ -61,9 +61,14 @@ the recipe's runs: each run writes its event files, JSON lines, checkpoints and 
 to its own `LOG_DIR/run-N` (`start_run`); `--seed` the seed for
 `keras.utils.set_random_seed`; `--resume` continue the latest run from its newest
 checkpoint (without it a new run starts at step 0); `--mlflow URI` also log the run
-to an MLflow tracking server, through the callbacks `tracking_callbacks(run.folder,
-every)` returns (a recipe adds them to its own); `--verbose` show TensorFlow's
-start-up lines, which are held back otherwise.
+to an MLflow tracking server; `--max-time SECONDS` stop before this process has run
+that long (a scheduler's slot), `--time-budget SECONDS` before that much training
+time across `--resume` (both leave time for the final checkpoint: `StopAtTime`);
+these three through the callbacks `option_callbacks(run.folder, every)` returns (a
+recipe adds them to its own); `--verbose` show TensorFlow's start-up lines, which
+are held back otherwise. `--keep-best K` and `--early-stopping PATIENCE` belong to
+the recipes that validate (image_classifier); the others refuse them with one line
+and status 2.
 
 A recipe's `main` body typically reads:
 
@@ -73,7 +78,7 @@ run = start_run(log_dir, resume, model=model, steps=steps)  # prints "New run: .
 if run.stop is None:
     return  # already at --steps
 callbacks = [StepTensorBoard(run.folder, ...), ..., run.stop]
-model.fit(..., callbacks=callbacks + tracking_callbacks(run.folder, log_every))
+model.fit(..., callbacks=callbacks + option_callbacks(run.folder, log_every))
 model.save(os.path.join(run.folder, "model.keras"))
 print_log_hint(run.folder)
 ```
@@ -105,7 +110,7 @@ from kerasteps.recipe._options import (
     common_options,
     load_arrays,
     log_to_console,
-    tracking_callbacks,
+    option_callbacks,
 )
 from kerasteps.recipe._run import (
     Run,
@@ -129,7 +134,7 @@ __all__ = [
     "resume_from_checkpoint",
     "start_run",
     "steps_per_call",
-    "tracking_callbacks",
+    "option_callbacks",
     "warm_up",
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,7 +15,7 @@ from kerasteps import _startup
 from kerasteps._files._paths import creatable_problem
 from kerasteps._validate import check_int, check_that
 
-__all__ = ["common_options", "load_arrays", "log_to_console", "tracking_callbacks"]
+__all__ = ["common_options", "load_arrays", "log_to_console", "option_callbacks"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,6 +26,7 @@ def common_options(
     log_every: int | None = 100,
     log_dir: str | None = "logs",
     seed: int | None = 0,
+    validates: bool = False,
 ) -> Callable[[F], F]:
     """Adds the options every recipe takes, with per-recipe defaults.
 
@@ -33,7 +35,12 @@ def common_options(
     the options `--steps`, `--log-every`, `--log-dir`, `--seed` and `--resume`,
     listed in that order before the recipe's own options in `--help`, followed by
     `--mlflow URI` (the run's values and options also go to that MLflow tracking
-    server: `tracking_callbacks`) and `--verbose`. `log_dir` is the folder of the
+    server), `--max-time SECONDS` (this process's limit: a scheduler's slot),
+    `--time-budget SECONDS` (training time across `--resume`; both stop early
+    enough to save the final checkpoint: `StopAtTime`), all three through
+    `option_callbacks`, and `--verbose`. A recipe that does not validate
+    (`validates=False`) refuses `--keep-best` and `--early-stopping` with one line
+    and status 2; one that does declares them itself. `log_dir` is the folder of the
     recipe's runs: `start_run` picks the run's own folder
     `LOG_DIR/run-N` in it.
 
@@ -52,6 +59,8 @@ def common_options(
         log_dir: Default of `--log-dir`, where logs and checkpoints go (relative to
             the working directory). Default `"logs"`; use `"logs/<recipe name>"`.
         seed: Default of `--seed`, the random seed. Default 0.
+        validates: Whether the recipe validates (and takes `--keep-best` and
+            `--early-stopping` of its own). Default False.
 
     Returns:
         A decorator to place between `@click.command()` and the function.
@@ -97,7 +106,9 @@ def common_options(
         if default is not None
     ]
     options.append(click.option("--resume", is_flag=True, help=_RESUME_HELP))
-    options.append(_MLFLOW_OPTION)
+    options += [_MLFLOW_OPTION, *_TIME_OPTIONS]
+    if not validates:
+        options += [_refused(name) for name in ("--keep-best", "--early-stopping")]
     options.append(
         click.option(
             "--verbose",
@@ -152,7 +163,7 @@ def _set_verbose(
 def _set_mlflow(
     context: click.Context, parameter: click.Parameter, value: str | None
 ) -> None:
-    """Keeps `--mlflow URI` for `tracking_callbacks`; refuses it without MLflow."""
+    """Keeps `--mlflow URI` for `option_callbacks`; refuses it without MLflow."""
     if value is None:
         return
     from kerasteps import _tracking
@@ -181,15 +192,18 @@ _MLFLOW_OPTION = click.option(
 )
 
 
-def tracking_callbacks(folder: str | os.PathLike, every: int) -> list[Any]:
-    """The callbacks that log a recipe's run to the tracking server the user named
-    with `--mlflow URI`, or `[]` without it.
+def option_callbacks(folder: str | os.PathLike, every: int) -> list[Any]:
+    """The callbacks that the common options `--mlflow`, `--max-time` and
+    `--time-budget` ask for, or `[]` without them.
 
-    One `kerasteps.callbacks.MLflowLogger(every)`: in the experiment named after
-    the recipe (`kerasteps-<name>`), a run named after `folder` (`run-3`), with the
-    recipe's options as its params (`--mlflow`, `--verbose` and `--resume` left
-    out). A `--resume` continues the same MLflow run (its id is in the
-    checkpoints). Call it inside the recipe's click command.
+    With `--mlflow URI`, one `kerasteps.callbacks.MLflowLogger(every)`: in the
+    experiment named after the recipe (`kerasteps-<name>`), a run named after
+    `folder` (`run-3`), with the recipe's options as its params (`--mlflow`,
+    `--verbose` and `--resume` left out). A `--resume` continues the same MLflow
+    run (its id is in the checkpoints). With `--max-time S`, a
+    `StopAtTime(S, carry=False)` counting from the launch; with `--time-budget
+    S`, a `StopAtTime(S)`, whose time carries across `--resume`. Call it inside
+    the recipe's click command.
 
     Args:
         folder: The run's folder (`Run.folder`).
@@ -202,17 +216,27 @@ def tracking_callbacks(folder: str | os.PathLike, every: int) -> list[Any]:
 
     >>> import click
     >>> from click.testing import CliRunner
-    >>> from kerasteps.recipe import common_options, tracking_callbacks
+    >>> from kerasteps.recipe import common_options, option_callbacks
     >>> @click.command()
     ... @common_options(steps=20, log_every=5, log_dir="logs/demo")
     ... def main(steps, log_every, log_dir, seed, resume):
-    ...     click.echo(tracking_callbacks("logs/demo/run-1", log_every))
+    ...     stops = option_callbacks("logs/demo/run-1", log_every)
+    ...     click.echo([(s.max_seconds, s.carry) for s in stops])
     >>> CliRunner().invoke(main, []).output
     '[]\\n'
+    >>> CliRunner().invoke(main, ["--time-budget", "3600", "--max-time", "60"]).output
+    '[(60.0, False), (3600.0, True)]\\n'
     """
     context = click.get_current_context(silent=True)
-    uri = None if context is None else context.find_root().meta.get(_MLFLOW_KEY)
-    if uri is None:
+    meta = {} if context is None else context.find_root().meta
+    mlflow = _mlflow_callbacks(context, meta.get(_MLFLOW_KEY), every, folder)
+    return mlflow + _time_callbacks(meta)
+
+
+def _mlflow_callbacks(
+    context: click.Context | None, uri: str | None, every: int, folder: Any
+) -> list[Any]:
+    if context is None or uri is None:
         return []
     from kerasteps.callbacks import MLflowLogger
 
@@ -230,6 +254,78 @@ def tracking_callbacks(folder: str | os.PathLike, every: int) -> list[Any]:
             params=params,
         )
     ]
+
+
+def _keep_time(
+    context: click.Context, parameter: click.Parameter, value: float | None
+) -> None:
+    """Keeps `--max-time` (with the time now: the launch) or `--time-budget` for
+    `option_callbacks` (Keras is not imported yet: `StopAtTime` is made there)."""
+    if value is not None:
+        context.meta[f"kerasteps.{parameter.name}"] = (value, time.monotonic())
+
+
+def _time_callbacks(meta: dict[str, Any]) -> list[Any]:
+    """`StopAtTime` for `--max-time` and `--time-budget`, if given."""
+    from kerasteps.callbacks import StopAtTime
+
+    out = []
+    if "kerasteps.max_time" in meta:
+        seconds, launched = meta["kerasteps.max_time"]
+        out.append(StopAtTime(seconds, carry=False, since=launched))
+    if "kerasteps.time_budget" in meta:
+        out.append(StopAtTime(meta["kerasteps.time_budget"][0]))
+    return out
+
+
+def time_spent(model: Any) -> str | None:
+    """Why the run of a restored model has no time left (`--time-budget` spent,
+    or `--max-time` passed), else None."""
+    context = click.get_current_context(silent=True)
+    meta = {} if context is None else context.find_root().meta
+    for stop in _time_callbacks(meta) if meta else []:
+        if stop.remaining(model) == 0:
+            kind = "--time-budget" if stop.carry else "--max-time"
+            return f"{kind} {stop.max_seconds:g} s is spent"
+    return None
+
+
+_TIME_OPTIONS = [
+    click.option(
+        "--max-time",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        expose_value=False,
+        callback=_keep_time,
+        help="Stop training before SECONDS of wall time since the launch (this "
+        "process's limit: a scheduler's slot), leaving time for the final checkpoint.",
+    ),
+    click.option(
+        "--time-budget",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        expose_value=False,
+        callback=_keep_time,
+        help="Stop training before SECONDS of training time, counted across "
+        "--resume (saved in the checkpoints), leaving time for the final checkpoint.",
+    ),
+]
+
+
+def _refused(name: str) -> Callable[[F], F]:
+    """A hidden option that a recipe without validation refuses: one line, exit 2."""
+
+    def refuse(context: click.Context, parameter: click.Parameter, value: Any) -> None:
+        if value is not None:
+            recipe = _recipe_name(context)
+            click.echo(
+                f"Error: {name} needs a recipe that validates (image_classifier); "
+                f"{recipe} does not.",
+                err=True,
+            )
+            context.exit(2)
+
+    return click.option(name, hidden=True, expose_value=False, callback=refuse)
 
 
 def _recipe_name(context: click.Context) -> str:

@@ -14,6 +14,7 @@ import click
 
 from kerasteps._files import _atomic
 from kerasteps._validate import check_int
+from kerasteps.recipe import _options
 
 __all__ = [
     "Run",
@@ -226,8 +227,10 @@ def _plan(model: Any, folder: str, steps: int, resumed: bool) -> tuple[int, Any]
         _refuse_an_empty_resume(folder)
     start = resume_from_checkpoint(model, checkpoints) if resumed else 0
     stop = StopAtStep(steps)
-    if stop.remaining(model) == 0:
-        click.echo(f"Already at step {start} >= --steps {steps}; nothing to train.")
+    spent = _options.time_spent(model)
+    if stop.remaining(model) == 0 or spent:
+        reason = spent or f"Already at step {start} >= --steps {steps}"
+        click.echo(f"{reason}; nothing to train.")
         print_log_hint(folder)
         return start, None
     return start, stop

@@ -3,6 +3,7 @@ script, and `kerasteps list`."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -39,6 +40,41 @@ def test_help_lists_the_common_options(name):
     assert "--logdir" not in result.output  # one spelling: --log-dir
     own = {"image_classifier": "--data DIRECTORY", "batch_vs_sgd": "--epochs"}[name]
     assert own in result.output
+
+
+@pytest.mark.parametrize("name", ["global_step", "batch_vs_sgd", "wgan", "wgan_images"])
+@pytest.mark.parametrize("option", ["--keep-best", "--early-stopping"])
+def test_a_recipe_that_does_not_validate_refuses_model_selection(name, option):
+    """One line, status 2, before anything is made."""
+    result = CliRunner().invoke(main, ["run", name, option, "2"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: {option} needs a recipe that validates (image_classifier); "
+        f"{name} does not.\n"
+    )
+
+
+def test_the_time_options_stop_the_run_and_a_spent_budget_trains_no_more(
+    tmp_path, caplog
+):
+    """--max-time and --time-budget on a recipe (global_step, the cheapest): the
+    run stops itself; resumed with the same budget, nothing is trained."""
+    log_dir = str(tmp_path / "logs")
+    common = ["run", "global_step", "--steps", "10000000", "--log-dir", log_dir]
+    for flag in ("--max-time", "--time-budget"):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kerasteps"):
+            result = CliRunner().invoke(main, [*common, flag, "2", "--resume"])
+        assert result.exit_code == 0, result.output
+        (line,) = [r.message for r in caplog.records if "StopAtTime: st" in r.message]
+        step = int(line.split()[4])
+        assert f"Global step after training: {step} (" in result.output
+    again = CliRunner().invoke(main, [*common, "--time-budget", "2", "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "--time-budget 2 s is spent; nothing to train." in again.output
+    bad = CliRunner().invoke(main, [*common, "--max-time", "0"])
+    assert bad.exit_code == 2
+    assert "Invalid value for '--max-time': 0.0 is not in the range x>0." in bad.output
 
 
 def test_help_imports_neither_keras_nor_numpy():

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
+import kerasteps
 from kerasteps import event_files
 from kerasteps.callbacks import StepCheckpoint
 from kerasteps.cli import main
@@ -87,6 +88,42 @@ def test_image_classifier_logs_train_and_validation_at_the_same_steps(tmp_path):
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(records[0])
     # The final step is checkpointed (Every(N, last=True)).
     assert StepCheckpoint.latest(folder / "checkpoints").step == 10
+    # The best validation loss of the run is `best.keras` (--keep-best 2).
+    best_step = min(records, key=lambda r: r["val_loss"])["step"]
+    assert f"Best val_loss at step {best_step}: saved as best.keras." in result.output
+    assert kerasteps.global_step(kerasteps.load_model(folder / "best.keras")) == (
+        best_step
+    )
+
+
+def test_image_classifier_stops_early_and_a_resume_does_not_train_again(tmp_path):
+    """--early-stopping 1: training stops at the first validation that does not
+    improve on the best, and `best.keras` holds the best checkpoint's weights."""
+    log_dir = tmp_path / "early"
+    common = (*TINY_CLASSIFIER, "--log-every", "2", "--log-dir", str(log_dir))
+    common += ("--steps", "400", "--early-stopping", "1", "--lr", "0.05")
+    result = run("image_classifier", *common)
+    folder = log_dir / "run-1"
+    losses = [(r["step"], r["val_loss"]) for r in read_jsonl(folder / "log.jsonl")]
+    stop = next(
+        step
+        for i, (step, loss) in enumerate(losses)
+        if i and loss >= min(value for _, value in losses[:i])
+    )
+    assert losses[-1][0] == stop < 400
+    assert f"Global step after training: {stop}." in result.output
+    best = kerasteps.load_model(folder / "best.keras")
+    best_step, _ = min(losses, key=lambda item: item[1])
+    assert kerasteps.global_step(best) == best_step
+    reference = keras.saving.load_model(folder / "model.keras")
+    StepCheckpoint.restore_best(reference, folder / "checkpoints")
+    for ours, theirs in zip(best.weights, reference.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    again = run("image_classifier", *common, "--resume")
+    assert f"StepEarlyStopping: the run stopped at step {stop}: val_loss = " in (
+        again.output
+    )
+    assert again.output.count("; nothing to train.") == 1
 
 
 def test_image_classifier_resume_continues_without_repeating_steps(tmp_path):

@@ -29,6 +29,7 @@ from kerasteps.callbacks import _dispatch, _signals, _sinks, _windows
 from kerasteps.callbacks._monitor import Monitor
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
+from kerasteps.checkpoint._crash import crash_point
 from kerasteps.checkpoint._format import NAME_RE, read_meta
 from kerasteps.checkpoint._retention import Retention, ranked
 from kerasteps.checkpoint.store import (
@@ -827,6 +828,7 @@ class StepCheckpoint(StepCallback):
         if step in self._done_steps:
             return
         steps_lib.sync_trained_state(self.model)  # after Keras's epoch validation
+        crash_point("save", step)
         self._keep_other_runs_aside()
         meta = self._run_meta(self.model, step)
         counters = (event.global_counter, event.counters)

@@ -109,6 +109,7 @@ from kerasteps import distribute
 from kerasteps._files import _atomic
 from kerasteps._validate import check_path
 from kerasteps.checkpoint import _finite, _model_state, _transfer
+from kerasteps.checkpoint._crash import crash_point
 from kerasteps.checkpoint._format import (
     INDEX_FILE,
     META_FILE,
@@ -545,6 +546,7 @@ class CheckpointStore:
         tf.io.gfile.makedirs(tmp)  # and the directory
         try:
             record = write_state(os.path.join(tmp, STATE_FILE), capture.arrays)
+            crash_point("write", step)
             saved = time.time()
             meta = {**capture.meta, "time": saved, "files": {STATE_FILE: record}}
             _atomic.write_text(
@@ -585,6 +587,7 @@ class CheckpointStore:
             self._remove(trash)
 
     def _commit(self, info: CheckpointInfo) -> None:
+        crash_point("commit", info.step)
         view = self._view()
         entries = [e for e in view.entries if e.name != info.name] + [info]
         kept = self.retention.kept(entries)

@@ -46,9 +46,33 @@ from tests.helpers import (  # noqa: E402
     write_simple_values,
 )
 
+#: The test files that take longest on 2 cores (`--durations` of the README's test
+#: command), longest first. They are collected first and, with `--dist loadfile
+#: --no-loadscope-reorder` (pyproject.toml), handed to the pytest-xdist workers
+#: first: the longest jobs first, so that the two workers end together instead of
+#: one running the longest file alone at the end.
+LONGEST_FIRST = (
+    "tests/test_readme_wgan.py",
+    "tests/test_readme.py",
+    "tests/test_distribute.py",
+    "tests/recipes/test_common.py",
+    "tests/test_distribute_jax.py",
+    "tests/callbacks/test_choosing_the_model.py",
+    "tests/callbacks/test_step_checkpoint.py",
+    "tests/test_checkpoint_store.py",
+    "tests/callbacks/test_mlflow_logger.py",
+    "tests/recipes/test_image_classifier.py",
+    "tests/recipes/test_wgan.py",
+    "tests/test_reliability.py",
+    "tests/models/test_wgan_quality.py",
+)
+
 
 def pytest_collection_modifyitems(config, items):
-    """Skips `tensorflow_only` tests on the other backends, saying why."""
+    """Puts the longest files first (`LONGEST_FIRST`); skips `tensorflow_only`
+    tests on the other backends, saying why."""
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     backend = keras.backend.backend()
     if backend == "tensorflow":
         return

@@ -241,17 +241,6 @@ def test_readme_callback_blocks_run_as_one_script(tmp_path):
     assert "StopAtStep: reached global step 1000" in result.stderr
 
 
-def test_readme_wgan_block_covers_every_ring_mode_as_written(tmp_path):
-    """Slow (about 35 s alone on TensorFlow): the README says this block, run as
-    written (6000 generator steps), covers all 8 modes of PacGAN's ring; that claim
-    is what this test checks, so it cannot run shorter."""
-    (code,) = [b for t, _, b in readme_python_blocks() if RUN_BLOCKS.get(t) == "wgan"]
-    result = run_script(tmp_path, "wgan.py", code)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ModeCoverage(modes_captured=8, n_modes=8, " in result.stdout
-    assert "d_step=30000 at step 6000" in result.stderr
-
-
 @pytest.mark.neutral
 def test_own_callback_example_runs_as_a_doctest():
     """The README's own provider, action and sink, written with public names only,

@@ -10,6 +10,7 @@ error there, naming those it holds.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import keras
@@ -19,6 +20,8 @@ from kerasteps._validate import check_name
 from kerasteps.callbacks.step_event import StepEvent, scalar_items
 from kerasteps.callbacks.step_run import StepRun
 from kerasteps.checkpoint._retention import infer_mode
+
+logger = logging.getLogger("kerasteps")
 
 
 def metric_names(model: keras.Model) -> set[str] | None:
@@ -67,6 +70,7 @@ class Monitor:
         self.mode = infer_mode(self.name, mode)
         self._prefix = ""
         self._taken: int | None = None
+        self._began_at: int | None = None  # the run's start step, once it began
 
     def begin(self, run: StepRun, model: keras.Model) -> None:
         """Checks that a validation of the run can give the value (at run begin).
@@ -74,7 +78,7 @@ class Monitor:
         Raises:
             ValueError: naming what the run's validations give instead.
         """
-        self._taken = None
+        self._taken, self._began_at = None, run.start_step
         prefixes = [p for p in run.value_prefixes() if self.name.startswith(p)]
         if not prefixes:
             raise ValueError(
@@ -91,6 +95,21 @@ class Monitor:
                 f"{self.owner}: `monitor` {self.name!r} is no value that validating "
                 f"the model {model.name!r} gives; it gives {given}."
             )
+
+    def end(self, run: StepRun) -> None:
+        """At the run's end: a WARNING when it trained but no validation gave the
+        value (nothing was judged: a validation cadence longer than the run?)."""
+        if self._began_at is not None and self._taken is None:
+            if run.step > self._began_at:
+                logger.warning(
+                    "%s: no validation of the run (steps %d to %d) gave %r: nothing "
+                    "was judged. Validate more often than the run is long.",
+                    self.owner,
+                    self._began_at + 1,
+                    run.step,
+                    self.name,
+                )
+        self._began_at = None
 
     def take(self, event: StepEvent, run: StepRun) -> float | None:
         """The value at this step when a validation computed it here and it was

@@ -147,6 +147,9 @@ class Plateau(StepCallback):
     def on_run_ready(self) -> None:
         self._monitor.begin(self.run, self.model)
 
+    def on_run_end(self, final_step: int) -> None:
+        self._monitor.end(self.run)
+
     def judge(self, event: StepEvent) -> float | None:
         """Counts the monitored value of this step's validation and returns it;
         None where there is none to judge (no validation, before `start_step`)."""

@@ -876,6 +876,8 @@ class StepCheckpoint(StepCallback):
             self._save_now(self._pending)
 
     def on_run_end(self, final_step: int) -> None:
+        if self._monitor is not None:
+            self._monitor.end(self.run)
         try:
             if self.signal_received is not None and not self.interrupted:
                 self.interrupted = True  # the signal came after the final step's

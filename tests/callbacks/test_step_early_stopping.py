@@ -205,3 +205,22 @@ def test_a_run_that_stopped_does_not_train_again(tmp_path, caplog):
 def test_bad_arguments_are_refused_at_construction(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         StepEarlyStopping(**kwargs)
+
+
+def test_a_monitor_never_judged_is_said_at_the_end(tmp_path, caplog):
+    """Validation every 100 steps in a run of 10: each decider says, once, that
+    it judged nothing."""
+    model, (x, y) = tiny_model(), tiny_data(20)
+    callbacks = [
+        ValidateEvery(100, (x, y)),
+        StepEarlyStopping(),
+        StepCheckpoint(tmp_path, every=5, monitor="val_loss"),
+    ]
+    with caplog.at_level(logging.WARNING, logger="kerasteps"):
+        model.fit(x, y, batch_size=2, verbose=0, callbacks=callbacks)
+    lines = sorted(r.message for r in caplog.records if "nothing was" in r.message)
+    assert lines == [
+        f"{name}: no validation of the run (steps 1 to 10) gave 'val_loss': nothing "
+        "was judged. Validate more often than the run is long."
+        for name in ("StepCheckpoint", "StepEarlyStopping")
+    ]

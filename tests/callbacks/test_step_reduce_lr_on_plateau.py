@@ -185,3 +185,42 @@ def test_a_monitor_no_validation_gives_is_refused_before_training():
 def test_bad_arguments_are_refused_at_construction(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         StepReduceLROnPlateau(**kwargs)
+
+
+def test_the_deciders_leave_the_quiet_steps_quiet(tmp_path, monkeypatch):
+    """The deciders, a best checkpoint and a time limit make the run act at no
+    step where validation and a plain checkpoint alone do not (but where
+    StopAtTime's timer woke it): the other steps are counted, no callback acts
+    and nothing is read from the device."""
+    from kerasteps.callbacks import StepEarlyStopping, StopAtTime
+    from kerasteps.callbacks._dispatch import Dispatcher
+
+    acted, wakes = [], []
+    dispatch, wake = Dispatcher._dispatch, StopAtTime._wake
+    monkeypatch.setattr(
+        Dispatcher, "_dispatch", lambda d, r: (acted.append(r.step), dispatch(d, r))
+    )
+    monkeypatch.setattr(StopAtTime, "_wake", lambda s: (wakes.append(1), wake(s)))
+
+    def steps_acted(*deciders, **monitor):
+        acted.clear()
+        model, (x, y) = tiny_model(), tiny_data(80)
+        model.fit(
+            x, y, batch_size=2, shuffle=False, verbose=0,
+            callbacks=[
+                ValidateEvery(10, (x[:8], y[:8])),
+                *deciders,
+                StepCheckpoint(tmp_path / str(bool(monitor)), every=20, **monitor),
+            ],
+        )  # fmt: skip
+        return set(acted)
+
+    plain = steps_acted()
+    deciding = steps_acted(
+        StepEarlyStopping(patience=50),
+        StepReduceLROnPlateau(patience=50),
+        StopAtTime(3600.0),
+        monitor="val_loss",
+    )
+    assert {10, 20, 30, 40} <= plain and len(plain) <= 6
+    assert len(deciding - plain) <= len(wakes)

@@ -11,6 +11,7 @@ from typing import Any
 
 import keras
 
+from kerasteps import distribute
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_bool, check_number, check_positive_number
 from kerasteps.callbacks.base import StepCallback
@@ -44,6 +45,9 @@ class StopAtTime(StepCallback):
     epoch end's work and the first save: about 0.4 s on JAX here) is not
     foreseen: keep a budget well above it. Between those checks nothing runs at
     the quiet steps: a timer wakes the run when the time left gets close.
+
+    Not under a multi-worker strategy (refused when the run begins): the workers'
+    clocks would stop them at different steps.
 
     A resumed run whose budget is spent (or that stopped) does not train again: `fit()`
     raises a `RuntimeError` before the first step (`remaining(model)` is 0: check
@@ -139,6 +143,12 @@ class StopAtTime(StepCallback):
 
     # -- the run --------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
+        if distribute.task_of(self.model)[0] is not None:
+            raise ValueError(
+                f"{_NAME}: under a multi-worker strategy each worker's clock would "
+                "stop it at another step, and a worker that stops alone blocks the "
+                "others: stop at a step (StopAtStep) instead."
+            )
         self.stopped_step, self._mark = None, None
         self._began = time.monotonic()
         saved = self.run.saved_state(self.state_key) if self.carry else None

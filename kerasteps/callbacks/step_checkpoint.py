@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -30,7 +31,7 @@ from kerasteps.callbacks._monitor import Monitor
 from kerasteps.callbacks.base import StepCallback
 from kerasteps.callbacks.step_event import StepEvent
 from kerasteps.checkpoint._crash import crash_point
-from kerasteps.checkpoint._format import NAME_RE, read_meta
+from kerasteps.checkpoint._format import INDEX_FILE, NAME_RE, read_meta
 from kerasteps.checkpoint._retention import Retention, ranked
 from kerasteps.checkpoint.store import (
     CheckpointInfo,
@@ -700,6 +701,7 @@ class StepCheckpoint(StepCallback):
         if self._monitor is not None:
             best = self.store.retention.best(self.store.entries())
             self._best = {entry.step: entry.value for entry in best}
+        self._say_a_new_rule()
         self._pending = self._last = None
         self.interrupted = False
         self.signal_received = None
@@ -713,6 +715,28 @@ class StepCheckpoint(StepCallback):
                     "strategy the workers save together: give `every` (steps)."
                 )
             self._arm_timer()
+
+    def _say_a_new_rule(self) -> None:
+        """INFO when the directory's best table was kept by another monitor or
+        `keep_best` than this run's, which wins (the checkpoints are ranked again)."""
+        try:
+            with tf.io.gfile.GFile(os.path.join(self.directory, INDEX_FILE)) as f:
+                saved = json.loads(f.read()).get("best")
+        except (OSError, ValueError, AttributeError, tf.errors.OpError):
+            return
+        if not isinstance(saved, dict) or "keep_best" not in saved:
+            return
+        was = (saved.get("monitor"), saved.get("keep_best"))
+        if was != (self.monitor, self.keep_best):
+            logger.info(
+                "StepCheckpoint: this run keeps the %d best by %s; the checkpoints in "
+                "%s were kept as the %s best by %s, and are ranked again.",
+                self.keep_best,
+                self.monitor,
+                self.directory,
+                was[1],
+                was[0],
+            )
 
     def _other_runs(self, start_step: int) -> list[CheckpointInfo]:
         """The checkpoints of another run: saved under another run id (see

@@ -171,14 +171,15 @@ class Retention:
         return kept
 
     def table(self, entries: list[CheckpointInfo]) -> dict[str, Any] | None:
-        """The best table for the index (`{"monitor", "mode", "checkpoints":
-        [{"name", "step", "value"}, ...]}`, best first), or None without
-        `keep_best`."""
+        """The best table for the index (`{"monitor", "mode", "keep_best",
+        "checkpoints": [{"name", "step", "value"}, ...]}`, best first), or None
+        without `keep_best`."""
         if not self.keep_best:
             return None
         return {
             "monitor": self.monitor,
             "mode": self.mode,
+            "keep_best": self.keep_best,
             "checkpoints": [
                 {"name": e.name, "step": e.step, "value": e.value}
                 for e in self.best(entries)

@@ -296,3 +296,17 @@ def test_retention_is_one_rule():
         "ckpt-2",
         "ckpt-4",
     }
+
+
+def test_a_new_keep_best_wins_over_the_directory_and_says_so(tmp_path, caplog):
+    options = dict(every=Every(4, last=True), monitor="val_loss")
+    run(tmp_path, 10, keep_best=1, **options)
+    with caplog.at_level(logging.INFO, logger="kerasteps"):
+        run(tmp_path, 20, start=10, keep_best=3, **options)
+    (line,) = [r.message for r in caplog.records if "are ranked again" in r.message]
+    assert line == (
+        f"StepCheckpoint: this run keeps the 3 best by val_loss; the checkpoints in "
+        f"{tmp_path} were kept as the 1 best by val_loss, and are ranked again."
+    )
+    assert index_of(tmp_path)["best"]["keep_best"] == 3
+    assert len(index_of(tmp_path)["best"]["checkpoints"]) == 3

@@ -567,7 +567,8 @@ def test_the_same_process_may_fit_again_after_an_error(tmp_path):
         lambda d: LogEvery(None),
         lambda d: StepTensorBoard(d, every=None),
         lambda d: JSONLinesLogger(os.path.join(d, "l.jsonl"), every=None),
-        lambda d: StepCheckpoint(d, every=None),
+        # StepCheckpoint(d, every=None) needs `every_seconds` instead:
+        # tests/callbacks/test_checkpoint_every_seconds.py.
         lambda d: ValidateEvery(None, (np.ones((2, 2)), np.ones((2, 1)))),
         lambda d: Throughput(None),
         lambda d: StopOnNonFinite(every=None),

@@ -15,6 +15,16 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One compute thread per process (TensorFlow's two pools, XLA's Eigen on JAX),
+# inherited by every subprocess: the README's test command runs two pytest workers
+# on two cores, and a worker (or a script it runs) whose pools spread over both cores
+# competes with the other one. Measured on 2 cores: the README's WGAN block alone
+# took 104 s either way, with 181 CPU-s in TensorFlow's default pools and 106 with one
+# thread; tests/recipes with test_choosing_the_model.py, 149 s and 126 s
+# (`-n 2`); the JAX run of tests/callbacks (`-m neutral`), 82 s and 65 s.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 # MLflow's client sends usage telemetry to the internet unless told not to.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 if os.environ.get("KERAS_BACKEND") == "jax" and (

@@ -1,8 +1,11 @@
 """kerasteps under tf.distribute: one set of logs, exact steps, same results.
 
 Logical devices must be configured before TensorFlow starts, and a
-MultiWorkerMirroredStrategy's workers are processes, so the runs happen in three
-subprocesses (`tests/scripts/distributed_train.py`), started together once.
+MultiWorkerMirroredStrategy's workers are processes, so the runs happen in
+subprocesses (`tests/scripts/distributed_train.py --decide`), started together once.
+The plain model also decides in every run: it validates every 3 steps, keeps its best
+checkpoint, cuts its learning rate at 6 and 9 and stops early at 9 (the WGAN trains
+its 12 steps).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps, wait_until
 SCRIPT = SCRIPTS / "distributed_train.py"
 TIMEOUT_S = 240
 MODELS = ("plain", "wgan")
+#: The global step where each model's runs end: the plain model's early stop.
+LAST = {"plain": 9, "wgan": 12}
 
 
 def start(
@@ -40,6 +45,7 @@ def start(
             str(out),
             "--model",
             ",".join(MODELS),
+            "--decide",
             *extra,
         ],
         stdout=subprocess.PIPE,
@@ -87,7 +93,8 @@ def runs(tmp_path_factory) -> Path:
     """Every run of this file: one process trains both models on one device and
     mirrored on two logical CPU devices, two are the workers of a
     MultiWorkerMirroredStrategy cluster, and two more are a cluster that is killed
-    -9 at step 9 (its checkpoint of step 6 committed), then restarted to resume.
+    -9 at step 8 (its checkpoint of step 6 committed, its cut at 6 in it), then
+    restarted to resume.
     Results in `<root>/<model>/<mode>`, and `<root>/killed/plain/multiworker`."""
     root = tmp_path_factory.mktemp("distribute")
     processes = [start("single,mirrored", root)]
@@ -96,7 +103,7 @@ def runs(tmp_path_factory) -> Path:
         processes += start_cluster(root, *mlflow)
         killed = root / "killed"
         shared = ("--model", "plain", "--checkpoints", str(killed / "ck"))
-        hanging = start_cluster(killed, *shared, "--hang-at", "9")
+        hanging = start_cluster(killed, *shared, "--hang-at", "8")
         processes += hanging
         marker = killed / "plain" / "multiworker" / "worker0" / "hanging"
 
@@ -105,7 +112,7 @@ def runs(tmp_path_factory) -> Path:
 
         wait_until(hanging_after_the_save_of_6, hanging, TIMEOUT_S)
         for process in hanging:
-            process.send_signal(signal.SIGKILL)  # the cluster is lost at step 9
+            process.send_signal(signal.SIGKILL)  # the cluster is lost at step 8
             process.wait(30)
         resumed = start_cluster(killed, *shared)
         processes += resumed
@@ -158,16 +165,17 @@ def test_mirrored_on_two_cpu_devices_matches_one_device(runs, model):
     assert (one["replicas"], two["replicas"]) == (1, 2)
     assert one["counters"] == two["counters"]
     global_name = "step" if model == "plain" else "g_step"
-    assert two["counters"][global_name] == 12
+    assert two["counters"][global_name] == LAST[model]
     # Same global batch and seed: the same weights up to float summation order
     # (measured: 6.0e-8 plain, 1.5e-8 WGAN, after 12 steps).
     assert largest_weight_difference(single, mirrored) <= 1e-6
     # One set of event files, each step once.
     assert len(list((mirrored / "tb" / "train").iterdir())) == 1
     tag = "loss" if model == "plain" else "d_loss"
-    assert read_scalar_steps(str(mirrored / "tb"), "train", tag) == [3, 6, 9, 12]
+    points = list(range(3, LAST[model] + 1, 3))
+    assert read_scalar_steps(str(mirrored / "tb"), "train", tag) == points
     steps = [r["step"] for r in read_jsonl(mirrored / "log.jsonl")]
-    assert steps == list(range(1, 13))
+    assert steps == list(range(1, LAST[model] + 1))
     losses_one = [r[tag] for r in read_jsonl(single / "log.jsonl")]
     losses_two = [r[tag] for r in read_jsonl(mirrored / "log.jsonl")]
     assert losses_two == pytest.approx(losses_one, rel=1e-3, abs=1e-5)
@@ -179,8 +187,8 @@ def test_restore_latest_inside_and_outside_the_strategy_scope(runs, model):
     model inside `strategy.scope()` and outside it, each equal to the trained
     model, each training on."""
     restored = result(runs / model / "mirrored")["restored"]
-    then = {"step": 13} if model == "plain" else {"d_step": 26, "g_step": 13}
-    expected = {"step": 12, "equal": True, "then": then}
+    then = {"step": 10} if model == "plain" else {"d_step": 26, "g_step": 13}
+    expected = {"step": LAST[model], "equal": True, "then": then}
     assert restored == {"inside": expected, "outside": expected}
 
 
@@ -188,7 +196,7 @@ def test_restore_latest_inside_and_outside_the_strategy_scope(runs, model):
 def test_multi_worker_only_the_chief_writes(runs, model):
     chief = runs / model / "multiworker" / "worker0"
     worker = runs / model / "multiworker" / "worker1"
-    expected = {"step": 12} if model == "plain" else {"d_step": 24, "g_step": 12}
+    expected = {"step": 9} if model == "plain" else {"d_step": 24, "g_step": 12}
     assert result(chief)["counters"] == result(worker)["counters"] == expected
     assert result(chief)["replicas"] == 2
     assert largest_weight_difference(chief, worker) == 0.0
@@ -200,35 +208,76 @@ def test_multi_worker_only_the_chief_writes(runs, model):
     # The worker wrote no logs and no checkpoints: only the script's own results.
     assert files_under(worker) == ["result.json", "weights.npz"]
     tag = "loss" if model == "plain" else "d_loss"
-    assert read_scalar_steps(str(chief / "tb"), "train", tag) == [3, 6, 9, 12]
-    assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))
+    points = list(range(3, LAST[model] + 1, 3))
+    assert read_scalar_steps(str(chief / "tb"), "train", tag) == points
+    steps = [r["step"] for r in read_jsonl(chief / "log.jsonl")]
+    assert steps == list(range(1, LAST[model] + 1))
     index = json.loads((chief / "ckpt" / "checkpoint.json").read_text())
-    assert [c["step"] for c in index["checkpoints"]] == [6, 12]
+    saved = [3, 6, 9] if model == "plain" else [6, 12]  # 3: the best val_loss
+    assert [c["step"] for c in index["checkpoints"]] == saved
     # One MLflow run, each step once: the worker logged nothing.
     from mlflow import MlflowClient
 
     client = MlflowClient(mlflow_uri(runs))
     (run,) = client.search_runs([client.get_experiment_by_name(model).experiment_id])
     history = client.get_metric_history(run.info.run_id, tag)
-    assert [m.step for m in history] == [3, 6, 9, 12]
+    assert [m.step for m in history] == points
     counter = "counters/step" if model == "plain" else "counters/d_step"
-    expected_counter = [3, 6, 9, 12] if model == "plain" else [6, 12, 18, 24]
+    expected_counter = [3, 6, 9] if model == "plain" else [6, 12, 18, 24]
     points = client.get_metric_history(run.info.run_id, counter)
     assert [m.value for m in sorted(points, key=lambda m: m.step)] == expected_counter
 
 
+def test_the_workers_decide_together_as_one_device_does(runs):
+    """Under MultiWorkerMirroredStrategy every worker judges the same validation
+    values (reduced across the workers) with the same rules: the chief and the other
+    worker cut the learning rate at the same steps and stop at the same step, as
+    one device does with the same global batch. What a worker's own clock would
+    decide alone is refused before training."""
+    single = result(runs / "plain" / "single")
+    chief, worker = (
+        result(runs / "plain" / "multiworker" / f"worker{i}") for i in (0, 1)
+    )
+    assert chief["decisions"] == worker["decisions"]
+    half, quarter = (float(np.float32(rate)) for rate in (0.025, 0.0125))
+    assert chief["learning_rate"] == worker["learning_rate"] == quarter
+    cuts = chief["decisions"]["StepReduceLROnPlateau"]["cuts"]
+    assert cuts == [[6, {"": half}], [9, {"": quarter}]]
+    stop = chief["decisions"]["StepEarlyStopping"]
+    assert (stop["stopped_step"], stop["best_step"]) == (9, 3)
+    assert "patience 2" in stop["reason"]
+    # One device sums the validation loss in another order (measured: 2.4e-7).
+    for name, state in single["decisions"].items():
+        assert state == {
+            **chief["decisions"][name],
+            "best": pytest.approx(stop["best"]),
+        }
+    assert [m.split(":")[0] for m in chief["refused"]] == [
+        "StopAtTime",
+        "StepCheckpoint",
+    ]
+    assert "each worker's clock" in chief["refused"][0]
+    assert chief["refused"] == worker["refused"]
+    # Refused before the checkpoint's lock: the refused fits left no file in the
+    # folder that the constructor made (checked writable).
+    assert list((runs / "plain" / "multiworker" / "worker0" / "timed").iterdir()) == []
+
+
 def test_a_killed_cluster_resumes_as_if_never_killed(runs):
-    """Both workers killed -9 at step 9 (steps 7-9 unsaved), both restarted: they
-    resume from the chief's checkpoint of step 6 and end bitwise equal to the
-    uninterrupted 2-worker run, with each step once in the chief's sinks."""
+    """Both workers killed -9 at step 8 (steps 7-8 unsaved), both restarted: they
+    resume from the chief's checkpoint of step 6, cut the learning rate and stop at
+    step 9 as the uninterrupted 2-worker run did, and end bitwise equal to it, with
+    each step once in the chief's sinks."""
     uninterrupted = runs / "plain" / "multiworker"
     resumed = runs / "killed" / "plain" / "multiworker"
     for worker in ("worker0", "worker1"):
-        assert result(resumed / worker)["counters"] == {"step": 12}
+        assert result(resumed / worker)["counters"] == {"step": 9}
         assert largest_weight_difference(uninterrupted / worker, resumed / worker) == 0
+        straight = result(uninterrupted / worker)["decisions"]
+        assert result(resumed / worker)["decisions"] == straight
     chief = resumed / "worker0"
-    assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 13))
-    assert read_scalar_steps(str(chief / "tb"), "train", "loss") == [3, 6, 9, 12]
+    assert [r["step"] for r in read_jsonl(chief / "log.jsonl")] == list(range(1, 10))
+    assert read_scalar_steps(str(chief / "tb"), "train", "loss") == [3, 6, 9]
     losses = [r["loss"] for r in read_jsonl(chief / "log.jsonl")]
     straight = [r["loss"] for r in read_jsonl(uninterrupted / "worker0" / "log.jsonl")]
     assert losses[:6] == straight[:6]  # written before the kill, kept
@@ -236,4 +285,5 @@ def test_a_killed_cluster_resumes_as_if_never_killed(runs):
     # restart at the resume; measured: 1.9e-7 at step 7, a loss of 0.1165).
     assert losses[6:] == pytest.approx(straight[6:], rel=1e-5, abs=0)
     index = json.loads((runs / "killed" / "ck" / "checkpoint.json").read_text())
-    assert [c["step"] for c in index["checkpoints"]] == [6, 12]
+    assert [c["step"] for c in index["checkpoints"]] == [3, 6, 9]
+    assert [c["step"] for c in index["best"]["checkpoints"]] == [3]

@@ -8,7 +8,7 @@ from tests.test_readme import RUN_BLOCKS, readme_python_blocks, run_script
 
 
 def test_readme_wgan_block_covers_every_ring_mode_as_written(tmp_path):
-    """Slow (about 35 s alone on TensorFlow): the README says this block, run as
+    """Slow (104 s alone on 2 cores, TensorFlow): the README says this block, run as
     written (6000 generator steps), covers all 8 modes of PacGAN's ring; that claim
     is what this test checks, so it cannot run shorter."""
     (code,) = [b for t, _, b in readme_python_blocks() if RUN_BLOCKS.get(t) == "wgan"]

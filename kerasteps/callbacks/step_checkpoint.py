@@ -675,6 +675,15 @@ class StepCheckpoint(StepCallback):
         _dispatch.note_saves_into(model, self.directory)
 
     def on_run_begin(self, start_step: int) -> None:
+        if (
+            self.every_seconds is not None
+            and distribute.task_of(self.model)[0] is not None
+        ):
+            raise ValueError(  # before the lock: a refused run leaves no trace
+                "StepCheckpoint: `every_seconds` saves at steps that each "
+                "worker's clock would choose alone; under a multi-worker "
+                "strategy the workers save together: give `every` (steps)."
+            )
         if self.run.is_chief:
             self._lock.acquire()
             self.store.recover()
@@ -708,12 +717,6 @@ class StepCheckpoint(StepCallback):
         self._stop = _signals.GracefulStop(self.signals, self.model, self._on_signal)
         self._stop.install()
         if self.every_seconds is not None:
-            if distribute.task_of(self.model)[0] is not None:
-                raise ValueError(
-                    "StepCheckpoint: `every_seconds` saves at steps that each "
-                    "worker's clock would choose alone; under a multi-worker "
-                    "strategy the workers save together: give `every` (steps)."
-                )
             self._arm_timer()
 
     def _say_a_new_rule(self) -> None:

@@ -200,9 +200,11 @@ class StepReduceLROnPlateau(Plateau):
         rates = {}
         for name, optimizer in self._optimizers.items():
             inner = steps_lib._innermost(optimizer)
-            old = float(inner.learning_rate)
+            # Read as `learning_rate_at` reads it: under a multi-worker strategy
+            # the rate is a `MirroredVariable`, which `float()` refuses.
+            old = steps_lib.learning_rate_at(inner)
             new = max(old * self.factor, self.min_lr)
             if new < old:
                 inner.learning_rate = new
-                rates[name] = float(inner.learning_rate)
+                rates[name] = steps_lib.learning_rate_at(inner)
         return rates

@@ -5,6 +5,7 @@ up before TensorFlow starts.
 
     python distributed_train.py --mode single,mirrored|multiworker --out DIR
         [--model plain,wgan] [--steps 12] [--checkpoints DIR] [--hang-at STEP]
+        [--decide]
 
 Each model (comma-separated) is trained in each mode (comma-separated: `single`
 and `mirrored` share a process) in turn, into DIR/<model>/<mode>; `multiworker`
@@ -14,7 +15,10 @@ final weights in weights.npz); in `mirrored` mode also `restored`: the latest ch
 restored into a new model inside the strategy's scope and outside it (the step,
 and whether every variable equals the trained model's), then trained on. With
 `--checkpoints` every worker saves into and resumes from that one directory; with
-`--hang-at` the run writes `hanging` and sleeps at that step, to be killed.
+`--hang-at` the run writes `hanging` and sleeps at that step, to be killed. With
+`--decide` the plain model also validates every 3 steps, keeps its best checkpoint,
+cuts its learning rate on a plateau and stops early (`decide_callbacks`); result.json
+then holds the deciders' states (`decisions`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ def train(kind: str, strategy, out: str, args: argparse.Namespace) -> None:
     import keras
 
     import kerasteps
+    from kerasteps import Every
     from kerasteps.callbacks import (
         JSONLinesLogger,
         LogEvery,
@@ -115,6 +120,10 @@ def train(kind: str, strategy, out: str, args: argparse.Namespace) -> None:
     ]
     if args.mlflow:
         callbacks.append(MLflowLogger(3, tracking_uri=args.mlflow, experiment=kind))
+    if args.decide and kind == "plain":
+        saves = Every(6, last=True)  # and the step where it stops
+        callbacks[3] = StepCheckpoint(checkpoints, every=saves, monitor="val_loss")
+        callbacks += decide_callbacks(steps)
     if args.hang_at:
         callbacks.append(Hang(args.hang_at, os.path.join(out, "hanging")))
     data = skip_consumed(data, start or 0)
@@ -125,12 +134,56 @@ def train(kind: str, strategy, out: str, args: argparse.Namespace) -> None:
         "counters": kerasteps.step_counters(model),
         "replicas": strategy.num_replicas_in_sync,
     }
+    deciders = [c for c in callbacks if hasattr(c, "best_step")]
+    if deciders:
+        result["decisions"] = {type(c).__name__: c.state_dict() for c in deciders}
+        result["learning_rate"] = float(model.optimizer.learning_rate.numpy())
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            result["refused"] = clock_refusals(model, data, out)
     if isinstance(strategy, tf.distribute.MirroredStrategy):
         result["restored"] = restore_twice(kind, strategy, out, model, steps)
     with open(os.path.join(out, "result.json"), "w") as handle:
         json.dump(result, handle)
     print("RESULT", out, json.dumps(result))
     sys.stdout.flush()
+
+
+def decide_callbacks(steps: int) -> list:
+    """Validation every 3 steps on 4 global batches of held-out data, a cut of the
+    learning rate after one validation without an improvement of 1e-3, and a stop
+    after two: the cuts and the stop depend on the values every worker holds."""
+    from kerasteps.callbacks import (
+        StepEarlyStopping,
+        StepReduceLROnPlateau,
+        ValidateEvery,
+    )
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(GLOBAL_BATCH * 4, 4)).astype("float32")
+    y = rng.normal(size=(GLOBAL_BATCH * 4, 1)).astype("float32")
+    held_out = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    return [
+        ValidateEvery(3, held_out),
+        StepReduceLROnPlateau(factor=0.5, patience=1, min_delta=1e-3),
+        StepEarlyStopping(patience=2, min_delta=1e-3),
+    ]
+
+
+def clock_refusals(model, data, out: str) -> list[str]:
+    """The messages of two fits refused before training because they would stop or
+    save by each worker's own clock: `StopAtTime`, `StepCheckpoint(every_seconds=)`."""
+    from kerasteps.callbacks import StepCheckpoint, StopAtTime
+
+    refused = []
+    for callback in (
+        StopAtTime(3600),
+        StepCheckpoint(os.path.join(out, "timed"), every_seconds=60),
+    ):
+        try:
+            model.fit(data, epochs=1, verbose=0, callbacks=[callback])
+        except ValueError as error:
+            refused.append(str(error))
+    return refused
 
 
 class Hang(keras.callbacks.Callback):
@@ -186,6 +239,9 @@ def main() -> None:
         "--checkpoints", help="one checkpoint directory for every worker, resumed"
     )
     parser.add_argument("--hang-at", type=int, help="hang at this step (to be killed)")
+    parser.add_argument(
+        "--decide", action="store_true", help="the plain model also decides"
+    )
     args = parser.parse_args()
 
     modes = args.mode.split(",")

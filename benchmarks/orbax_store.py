@@ -26,8 +26,9 @@ saver in its default (background) mode and in its blocking one. Five measures:
    error), what the kill left beside the checkpoints, and whether a new run saves
    into the same folder;
 4. **resume exactness**: 40 steps straight against 20, a restore into a new model
-   and 20 more on the batches after the 20th: the largest difference of any
-   variable (the optimizer's included);
+   in a new process and 20 more on the batches after the 20th: the largest
+   difference of any variable (the optimizer's included); then a restore into a
+   second model of the same process, whose variables Keras names `sequential_1/...`;
 5. **the best checkpoint at step level**: validation every 10 steps on noisy data
    that the model overfits, 30 steps, a restart (a new callback, the newest
    checkpoint restored), 30 more; the steps on disk at the end beside the step of
@@ -133,11 +134,14 @@ def stall(args: argparse.Namespace, root: str) -> None:
             folder = os.path.join(root, f"{name}-{run}")
             clock = Clock()
             callbacks = [clock] + ([] if name == "bare" else saver(name, folder))
+            # kerasteps saves at global steps (they go on from fit to fit), Orbax
+            # every 25 batches of each fit.
+            first = int(model.optimizer.iterations) if "kerasteps" in name else 0
             start = time.perf_counter()
             model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=callbacks)
             speed = args.steps / (time.perf_counter() - start)
             gaps = np.diff(clock.ends)  # gaps[i]: from step i+1's end to i+2's
-            saving = gaps[(np.arange(len(gaps)) + 1) % EVERY == 0]
+            saving = gaps[(first + np.arange(len(gaps)) + 1) % EVERY == 0]
             extra = 1e3 * (float(np.mean(saving)) - float(np.median(gaps)))
             found[name].append((extra, speed))
             if name != "bare":
@@ -271,6 +275,25 @@ def exactness(root: str) -> None:
                 f"  {name:<10} resumed from step {found['restored']}: largest "
                 f"difference {worst:.3g}"
             )
+    print("   and into a second model of the same process (its variables auto-named")
+    print("   sequential_1/...), 20 steps after the first:")
+    x, y = data(20)
+    for name in ("kerasteps", "orbax"):
+        folder = os.path.join(root, f"same-{name}")
+        first, second = build_model(), build_model()
+        first.fit(x, y, batch_size=BATCH, verbose=0, callbacks=saver(name, folder, 20))
+        try:
+            step = restore(name, second, folder)
+        except Exception as error:  # noqa: BLE001 - the outcome is the figure
+            print(f"  {name:<10} refused: {type(error).__name__}: {error}"[:150])
+            continue
+        pairs = zip(first.weights, second.weights, strict=True)
+        worst = max(float(np.max(np.abs(np.asarray(a) - b))) for a, b in pairs)
+        count = int(second.optimizer.iterations)
+        print(
+            f"  {name:<10} restored step {step} without an error: largest "
+            f"difference {worst:.3g}, optimizer.iterations {count}"
+        )
 
 
 def best(name: str, folder: str, part: int) -> None:

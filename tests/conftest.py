@@ -21,7 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # competes with the other one. Measured on 2 cores: the README's WGAN block alone
 # took 104 s either way, with 181 CPU-s in TensorFlow's default pools and 106 with one
 # thread; tests/recipes with test_choosing_the_model.py, 149 s and 126 s
-# (`-n 2`); the JAX run of tests/callbacks (`-m neutral`), 82 s and 65 s.
+# (`-n 2`); the JAX run of tests/callbacks (`-m neutral`), 82 s and 65 s, and 88 s
+# and 76 s in a second pair; the whole JAX run, 161.5 s and 159.5 s (no gain).
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")

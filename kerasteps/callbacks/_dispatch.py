@@ -89,7 +89,9 @@ class Dispatcher:
         # schedules count, so that every worker reads the metric state at the same
         # steps (under MultiWorkerMirroredStrategy, a read is a collective op).
         self._passive: list[Member] = []
-        self._lockstep = distribute.task_of(model)[0] is not None
+        #: Several processes train the model (a multi-worker `tf.distribute`
+        #: cluster, JAX processes): they must act at the same steps.
+        self.lockstep = distribute.task_of(model)[0] is not None
         self.last_logs: Mapping[str, Any] = {}
         self.ended = False
         #: True while kerasteps callbacks of this run act (`act`, `StepRun.acting`).
@@ -262,7 +264,7 @@ class Dispatcher:
         # on the training thread (kerasteps callbacks are not async-safe), so the
         # sync cannot race with the next step.
         steps_lib.sync_trained_state(self.model)
-        if self._lockstep and self._reads_at(record):
+        if self.lockstep and self._reads_at(record):
             # every worker, before all else
             self.carry.windows.cumulative(record.step, record.logs)
 

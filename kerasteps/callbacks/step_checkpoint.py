@@ -14,7 +14,6 @@ from collections.abc import Iterable
 import keras
 import tensorflow as tf
 
-from kerasteps import distribute
 from kerasteps import steps as steps_lib
 from kerasteps._files import _atomic, _lock
 from kerasteps._files._paths import writable_dir
@@ -675,10 +674,7 @@ class StepCheckpoint(StepCallback):
         _dispatch.note_saves_into(model, self.directory)
 
     def on_run_begin(self, start_step: int) -> None:
-        if (
-            self.every_seconds is not None
-            and distribute.task_of(self.model)[0] is not None
-        ):
+        if self.every_seconds is not None and self.run.lockstep:
             raise ValueError(  # before the lock: a refused run leaves no trace
                 "StepCheckpoint: `every_seconds` saves at steps that each "
                 "worker's clock would choose alone; under a multi-worker "

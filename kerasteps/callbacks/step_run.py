@@ -42,6 +42,9 @@ class StepRun:
         is_chief: False on a worker other than the chief (multi-worker
             `tf.distribute`, JAX multi-process): chief-only callbacks do nothing
             there.
+        lockstep: True where several processes train the model (multi-worker
+            `tf.distribute`, JAX multi-process): they must act at the same steps,
+            so nothing may decide by one process's clock.
         run_id: The id of the run (32 hex digits), carried by every checkpoint and
             from one `fit()` to the next of the same model: new when a run starts
             at step 0.
@@ -91,6 +94,7 @@ class StepRun:
         self.accumulation: int = tracker.accumulation
         self.steps_per_execution: int = tracker.steps_per_execution
         self.is_chief: bool = distribute.is_chief(self.model)
+        self.lockstep: bool = dispatcher.lockstep
         self.run_id: str = carry.run_id
         self.run_known: bool = carry.run_known
         self.links: dict[str, str] = carry.links

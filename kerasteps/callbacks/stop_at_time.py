@@ -11,7 +11,6 @@ from typing import Any
 
 import keras
 
-from kerasteps import distribute
 from kerasteps._resume_state import ResumeState
 from kerasteps._validate import check_bool, check_number, check_positive_number
 from kerasteps.callbacks.base import StepCallback
@@ -143,7 +142,7 @@ class StopAtTime(StepCallback):
 
     # -- the run --------------------------------------------------------------------
     def on_run_begin(self, start_step: int) -> None:
-        if distribute.task_of(self.model)[0] is not None:
+        if self.run.lockstep:
             raise ValueError(
                 f"{_NAME}: under a multi-worker strategy each worker's clock would "
                 "stop it at another step, and a worker that stops alone blocks the "

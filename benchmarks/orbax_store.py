@@ -63,9 +63,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+# A script beside this one (benchmarks/ is the first entry of sys.path).
+from checkpoint_overhead import EVERY, Clock, stall_ms  # noqa: E402
+
 from kerasteps.callbacks import StepCheckpoint, ValidateEvery  # noqa: E402
 
-EVERY, BATCH, INPUTS, WIDTH = 25, 64, 256, 1024
+BATCH, INPUTS, WIDTH = 64, 256, 1024
 SAVERS = ("kerasteps", "kerasteps_blocking", "orbax", "orbax_blocking")
 
 
@@ -112,17 +115,6 @@ def restore(name: str, model: keras.Model, folder: str) -> int:
     return int(os.path.basename(find_latest_orbax_checkpoint(folder)))
 
 
-class Clock(keras.callbacks.Callback):
-    """The time of every batch end (listed first: before the saver)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ends: list[float] = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.ends.append(time.perf_counter())
-
-
 def stall(args: argparse.Namespace, root: str) -> None:
     x, y = data(args.steps)
     model = build_model()
@@ -140,9 +132,7 @@ def stall(args: argparse.Namespace, root: str) -> None:
             start = time.perf_counter()
             model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=callbacks)
             speed = args.steps / (time.perf_counter() - start)
-            gaps = np.diff(clock.ends)  # gaps[i]: from step i+1's end to i+2's
-            saving = gaps[(first + np.arange(len(gaps)) + 1) % EVERY == 0]
-            extra = 1e3 * (float(np.mean(saving)) - float(np.median(gaps)))
+            extra, _ = stall_ms(clock, first)
             found[name].append((extra, speed))
             if name != "bare":
                 sizes[name] = one_checkpoint_bytes(folder)

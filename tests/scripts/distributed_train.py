@@ -111,18 +111,20 @@ def train(kind: str, strategy, out: str, args: argparse.Namespace) -> None:
         data, model = build(kind, steps)
     checkpoints = args.checkpoints or os.path.join(out, "ckpt")
     start = StepCheckpoint.restore_latest(model, checkpoints) if args.checkpoints else 0
+    decide = args.decide and kind == "plain"
     callbacks = [
         LogEvery(3),
         StepTensorBoard(os.path.join(out, "tb"), every=3),
         JSONLinesLogger(os.path.join(out, "log.jsonl"), every=1),
-        StepCheckpoint(checkpoints, every=6),
+        # Deciding, it also saves the step where it stops, and ranks by val_loss.
+        StepCheckpoint(checkpoints, every=Every(6, last=True), monitor="val_loss")
+        if decide
+        else StepCheckpoint(checkpoints, every=6),
         StopAtStep(steps),
     ]
     if args.mlflow:
         callbacks.append(MLflowLogger(3, tracking_uri=args.mlflow, experiment=kind))
-    if args.decide and kind == "plain":
-        saves = Every(6, last=True)  # and the step where it stops
-        callbacks[3] = StepCheckpoint(checkpoints, every=saves, monitor="val_loss")
+    if decide:
         callbacks += decide_callbacks(steps)
     if args.hang_at:
         callbacks.append(Hang(args.hang_at, os.path.join(out, "hanging")))

@@ -47,24 +47,27 @@ def saved_time(directory, step):
 
 
 def test_the_final_checkpoint_is_committed_within_the_budget(tmp_path, caplog):
-    """Steps of 10 ms, a budget of 1.5 s: training stops with time left for one
+    """Steps of 50 ms, a budget of 2.5 s: training stops with time left for one
     more step and the final checkpoint; `fit()` ends (the checkpoint committed)
-    within 1.5 s of its begin. A first fit of 2 steps compiles what runs once
-    per process (the epoch end, the first save: 0.4 s on JAX)."""
+    within 2.5 s of its begin. A first fit of 2 steps compiles what runs once
+    per process (the epoch end, the first save: 0.4 s on JAX). The spare step
+    in the margin is the test's tolerance for a loaded machine: with steps of
+    10 ms, a final save 24 ms slower than the one measured before it once ended
+    `fit()` 4 ms late in CI."""
     model = tiny_model()
     warm = StepCheckpoint(tmp_path / "warm", every=Every(2, last=True))
     fit(model, [warm], steps=2)
-    begin, end = Clock(), Clock(sleep=0.01)
-    stop = StopAtTime(1.5)
+    begin, end = Clock(), Clock(sleep=0.05)
+    stop = StopAtTime(2.5)
     checkpoint = StepCheckpoint(tmp_path, every=Every(20, last=True), async_save=False)
     with caplog.at_level(logging.INFO, logger="kerasteps"):
         fit(model, [begin, stop, checkpoint, end])
     assert stop.stopped_step is not None and stop.stopped_step > 20
-    assert end.ended - begin.began <= 1.5
+    assert end.ended - begin.began <= 2.5
     assert StepCheckpoint.latest(tmp_path).step == stop.stopped_step
     saved = saved_time(tmp_path, stop.stopped_step)
     assert saved["stopped_step"] == stop.stopped_step
-    assert 1.0 < saved["elapsed"] < 1.5
+    assert 2.0 < saved["elapsed"] < 2.5
     (line,) = [r.message for r in caplog.records if r.message.startswith("StopAtTime")]
     assert line.startswith(f"StopAtTime: stopping at step {stop.stopped_step} after ")
     assert "would not cover twice one more step (" in line

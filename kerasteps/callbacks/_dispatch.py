@@ -15,9 +15,19 @@ checkpoints, stop); the others return at once. Each callback's event carries its
 values, reduced as it asks (see `StepEvent`), when it reads values at that step.
 
 Keras runs batch ends on the training thread on TensorFlow (`IS_THREAD_SAFE` is False
-there). On JAX and PyTorch it may dispatch them to a thread pool, unless a callback
-says it is not async-safe; kerasteps callbacks read the training state at the steps
-where they act, which in a pool thread would race with training, so they are not.
+there). On JAX and PyTorch it dispatches them to a thread pool when every callback
+that overrides a batch end says it is async-safe (`async_safe`); it then turns each
+step's logs into Python numbers there, not on the training thread, which can go on
+dispatching steps. kerasteps callbacks read the training state at the steps where
+they act, which in a pool thread would race with training; so a batch end that
+arrives on another thread only leaves its logs, and the end is processed on the
+training thread at the next batch begin (Keras calls it there, before the next
+step), or at the test begin, epoch end or train end that follows the epoch's last
+batch. The trained state is then exactly the state after that step, as at a batch
+end. At quiet steps nothing is read: the training thread never waits for the
+device there. Only callbacks that never set `model.stop_training` from values of
+a step declare `async_safe` (a stop decided at the next batch begin would let one
+more step train); the others keep every batch end on the training thread.
 """
 
 from __future__ import annotations
@@ -55,6 +65,10 @@ ROLES = ("provider", "guard", "decider", "sink", "action")
 StepCallback = Any
 
 logger = logging.getLogger("kerasteps")
+
+#: How long the training thread waits for Keras's callback thread to hand over the
+#: logs of a step where a callback acts (it is converting them).
+POOL_WAIT_S = 300.0
 
 _DISPATCHERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DISPATCHERS_LOCK = threading.Lock()
@@ -99,6 +113,13 @@ class Dispatcher:
         self._epoch = None
         self._epoch_ended = None
         self._last_batch = -1
+        #: The index of the batch that the latest execution began with.
+        self._begun = -1
+        #: Keras's callback thread hands the logs of a batch end here, by index
+        #: (an insertion is atomic), and notifies the training thread if it waits.
+        self._pool_logs: dict[int, Mapping[str, Any]] = {}
+        self._pool_ready = threading.Condition()
+        self._pool_waiting = False
         self._lock = threading.RLock()
         self._next_due = 0  # dispatch at the first step change, then when due
         self._quiet_until: float = -1
@@ -200,24 +221,86 @@ class Dispatcher:
                     self._each(lambda member: member.callback.on_run_ready())
             self._epoch = epoch
             self.tracker.epoch_begin()
-            self._last_batch = -1
+            self._last_batch = self._begun = -1
             self.carry.windows.epoch_begin()
             self._quiet_until = self._quiet_batches()
 
+    def batch_begin(self, batch: int) -> None:
+        """On the training thread, before the execution that begins at `batch`:
+        processes the previous execution's end if Keras's callback thread got it
+        (async dispatch)."""
+        if batch == self._begun:  # another kerasteps callback processed it
+            return
+        if 0 <= self._begun and self._last_batch < self._begun:
+            self._deferred_end(self._begun, batch - 1)
+        self._begun = batch
+
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
-        """Processes one Keras batch end for every registered callback, once."""
+        """Processes one Keras batch end for every registered callback, once; on
+        Keras's callback thread, only hands over its logs."""
         batch += self.tracker.batch_end_shift  # Keras < 3.11: the execution's first
+        if threading.get_ident() != self.run.thread:
+            if batch not in self._pool_logs:  # the run's first kerasteps callback
+                self._pool_logs[batch] = logs or {}
+                if self._pool_waiting:  # set before the training thread looks
+                    with self._pool_ready:
+                        self._pool_ready.notify_all()
+            return
         if batch <= self._last_batch:  # another kerasteps callback processed it
             return
+        self._process(batch, logs or {})
+
+    def _process(self, batch: int, logs: Mapping[str, Any]) -> None:
         self._last_batch = batch
-        self.last_logs = logs or {}
+        self.last_logs = logs
         if batch < self._quiet_until:  # nothing is due: only count
             self.tracker.count(batch)
             return
         with self._lock, self.act():
             if not self.ended:
-                self._batch_end(batch, self.last_logs)
+                self._batch_end(batch, logs)
                 self._quiet_until = self._quiet_batches()
+
+    def _deferred_end(self, begun: int, end: int | None = None) -> None:
+        """Processes the end of the execution begun at `begun`, which Keras
+        dispatched to its callback thread: at a quiet step by counting alone,
+        else with its logs, once that thread has them. `end=None`: after the
+        epoch's last batch, where Keras has waited for that thread; an execution
+        that ended no batch (the data ran out) has no end to process."""
+        if end is not None and end < self._quiet_until:
+            self._last_batch = end
+            self.tracker.count(end)
+            return
+        deadline = time.monotonic() + POOL_WAIT_S
+        with self._pool_ready:
+            self._pool_waiting = True
+            # `list(dict)` copies the keys at once: Keras's thread may insert.
+            while not (ends := [k for k in list(self._pool_logs) if k >= begun]):
+                if end is None or not self._pool_ready.wait(
+                    deadline - time.monotonic()
+                ):
+                    self._pool_waiting = False
+                    if end is None:
+                        return
+                    raise RuntimeError(
+                        f"kerasteps: the end of batch {begun} did not reach kerasteps "
+                        f"within {POOL_WAIT_S:g} s of the next batch's begin: Keras "
+                        "dispatches batch ends to a thread, where a callback listed "
+                        "before kerasteps's may have raised (fit() raises it next)."
+                    )
+            self._pool_waiting = False
+            end = min(ends)
+            logs = self._pool_logs[end]
+            for key in [k for k in list(self._pool_logs) if k <= end]:
+                del self._pool_logs[key]
+        self._process(end, logs)
+
+    def _settle(self) -> None:
+        """Processes the epoch's last batch end if it was dispatched to Keras's
+        callback thread (at the epoch end or train end, once Keras waited for it).
+        """
+        if 0 <= self._begun and self._last_batch < self._begun:
+            self._deferred_end(self._begun)
 
     def _batch_end(self, batch: int, logs: Mapping[str, Any]) -> None:
         self.carry.windows.invalidate()
@@ -260,8 +343,8 @@ class Dispatcher:
 
     def _dispatch(self, record: StepRecord) -> None:
         # Every callback due at this step reads the trained state: under JAX it
-        # lives outside the model's variables mid-epoch until synced. Batch ends run
-        # on the training thread (kerasteps callbacks are not async-safe), so the
+        # lives outside the model's variables mid-epoch until synced. This runs on
+        # the training thread, between two steps (see the module docstring), so the
         # sync cannot race with the next step.
         steps_lib.sync_trained_state(self.model)
         if self.lockstep and self._reads_at(record):
@@ -317,6 +400,8 @@ class Dispatcher:
         with self._lock, self.act():
             if self.ended or self._epoch_ended == epoch:
                 return
+            self._settle()
+            self._pool_logs.clear()  # Keras waited for its callback thread
             self._epoch_ended = epoch
             self.carry.windows.close_epoch()
             self.tracker.resync()
@@ -363,6 +448,7 @@ class Dispatcher:
         with self._lock, self.act():
             if self.ended:
                 return
+            self._settle()
             self.carry.windows.close_epoch()
             self.tracker.resync()
             final = self.tracker.step

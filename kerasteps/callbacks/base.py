@@ -32,9 +32,19 @@ class StepCallback(keras.callbacks.Callback):
     by default the mean over the steps since this callback's previous point.
 
     kerasteps callbacks read the training state (the step, metric totals) at the
-    steps where they act, so they run on the training thread: they tell Keras they
-    are not async-safe (which matters on JAX and PyTorch; TensorFlow always runs
-    batch ends on the training thread).
+    steps where they act, and always on the training thread. On JAX and PyTorch,
+    Keras hands batch ends to a thread of its own when every callback that has
+    batch-end hooks declares `async_safe = True` (TensorFlow always runs them on
+    the training thread); a step's callbacks then act at the next batch begin, on
+    the training thread, before the next step, with the state exactly as it was
+    after their step; at the steps where none acts nothing is read, and training
+    never waits for the device. A callback may declare `async_safe = True` when it
+    never sets `model.stop_training` from what it sees at a step (that stop would
+    come one step late): the `StepSink`s, `LogEvery`, `Throughput`,
+    `ValidateEvery` and `StepReduceLROnPlateau` do (`StepProgressBar` acts at
+    every step, so each step's logs would cross threads: not measured yet, it
+    stays on the training thread). The default, False, keeps every batch end of the
+    run on the training thread, as any Keras callback with batch-end hooks does.
 
     Args:
         every: Positive int or `kerasteps.Every`, when `on_step` fires. `None` for a
@@ -74,7 +84,8 @@ class StepCallback(keras.callbacks.Callback):
     #: False for callbacks that never record training values (control callbacks):
     #: the dispatcher keeps no window for them, and their events carry none.
     reads_values: ClassVar[bool] = True
-    #: Read the training state at the steps where they act: not async-safe.
+    #: Keras may run the run's batch ends on a thread of its own: True only for a
+    #: callback that never stops training from what it sees at a step (see above).
     async_safe: ClassVar[bool] = False
     #: Under a multi-worker `tf.distribute` strategy, act on the chief only (sinks).
     chief_only: ClassVar[bool] = False
@@ -268,6 +279,9 @@ class StepCallback(keras.callbacks.Callback):
     # comes in an `evaluate()` of its own, where the callback is not part of a run.
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._dispatcher.epoch_begin(epoch)
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._dispatcher.batch_begin(batch)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._dispatcher.batch_end(batch, logs)

@@ -155,6 +155,7 @@ class LogEvery(StepCallback):
 
     records_extras = True
     chief_only = True
+    async_safe = True
 
     def __init__(
         self,

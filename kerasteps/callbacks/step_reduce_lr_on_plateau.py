@@ -85,6 +85,7 @@ class StepReduceLROnPlateau(Plateau):
     """
 
     default_patience = 5
+    async_safe = True  # a cut at a step applies from the next step on
 
     def __init__(
         self,

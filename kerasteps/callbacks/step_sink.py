@@ -89,6 +89,7 @@ class StepSink(StepCallback):
 
     records_extras = True
     chief_only = True
+    async_safe = True
     #: True: `place` is one file; False: a directory.
     place_is_file: ClassVar[bool] = True
     #: What `drop_after` counts, for the INFO line (`"line(s)"`).

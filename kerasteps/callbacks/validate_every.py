@@ -155,6 +155,7 @@ class ValidateEvery(StepCallback):
     """
 
     role = "provider"
+    async_safe = True
     reads_values = False
 
     def __init__(

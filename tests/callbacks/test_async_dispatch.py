@@ -1,0 +1,236 @@
+"""Keras's async dispatch (JAX, PyTorch): kerasteps callbacks let Keras run batch ends
+on its callback thread, act at the next batch begin on the training thread, and write
+what a run with every batch end on the training thread writes, bitwise; at quiet
+steps the training thread reads nothing from the device.
+
+On TensorFlow Keras never dispatches batch ends to a thread: both runs below are then
+synchronous, and the comparisons hold trivially; `test_the_async_run_was_async`
+says which it was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+from kerasteps import steps as steps_lib
+from kerasteps._variables import ScalarReader
+from kerasteps.callbacks import (
+    JSONLinesLogger,
+    LogEvery,
+    StepReduceLROnPlateau,
+    StepTensorBoard,
+    ValidateEvery,
+)
+from tests.helpers import read_scalars, tiny_data, tiny_model
+
+pytestmark = pytest.mark.neutral
+
+EVERY = 3
+#: 2 epochs of 13 batches: an epoch end off the schedule.
+EXAMPLES, BATCH, EPOCHS = 26, 2, 2
+
+
+class SyncWitness(keras.callbacks.Callback):
+    """Not async-safe: Keras runs every batch end of the fit on the training thread.
+    Records Keras's logs by (epoch, batch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.logs: dict[tuple[int, int], dict] = {}
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch  # Keras waits for its threads before an epoch ends
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs[self.epoch, batch] = dict(logs)
+
+
+class AsyncWitness(SyncWitness):
+    """Async-safe: records Keras's logs and the thread of each batch end; reads
+    the model's state only at the train end."""
+
+    async_safe = True
+
+    def __init__(self):
+        super().__init__()
+        self.threads: set[int] = set()
+        self.final_step = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.threads.add(threading.get_ident())
+        super().on_train_batch_end(batch, logs)
+
+    def on_train_end(self, logs=None):
+        self.final_step = steps_lib.global_step(self.model)
+
+
+def fit(tmp_path, witness, steps_per_execution=1):
+    """Trains with the sinks, validation every 4 steps and a plateau's cut, and
+    Keras's own validation at epoch ends; returns what the sinks wrote."""
+    model = tiny_model(steps_per_execution=steps_per_execution, metrics=["mae"])
+    x, y = tiny_data(EXAMPLES)
+    jsonl, tb = tmp_path / "log.jsonl", tmp_path / "tb"
+    callbacks = [
+        ValidateEvery(4, (x[:8], y[:8]), prefix="val_steps_"),
+        StepReduceLROnPlateau("val_steps_loss", patience=1, factor=0.5),
+        LogEvery(EVERY),
+        StepTensorBoard(str(tb), every=EVERY),
+        JSONLinesLogger(str(jsonl), every=EVERY),
+        witness,
+    ]
+    model.fit(
+        x,
+        y,
+        batch_size=BATCH,
+        epochs=EPOCHS,
+        verbose=0,
+        shuffle=False,
+        validation_data=(x[:6], y[:6]),
+        callbacks=callbacks,
+    )
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    for record in records:
+        del record["time"]
+    scalars = {
+        (run, tag): read_scalars(str(tb), run, tag)
+        for run, tag in [("train", "loss"), ("train", "mae"), ("validation", "loss")]
+    }
+    return model, records, scalars
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
+    tmp_path, caplog, steps_per_execution
+):
+    """The same model, data and callbacks; one run beside a witness that is not
+    async-safe (every batch end on the training thread), one beside an async-safe
+    witness: the JSON lines, TensorBoard scalars and log lines are the same, the
+    weights bitwise, and Keras's logs the same at every batch."""
+    runs = []
+    for name, witness in [("sync", SyncWitness()), ("async", AsyncWitness())]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kerasteps"):
+            model, records, scalars = fit(tmp_path / name, witness, steps_per_execution)
+        lines = [r.getMessage() for r in caplog.records]
+        lines = [line for line in lines if " at step " in line]
+        weights = [np.asarray(w) for w in model.get_weights()]
+        runs.append((records, scalars, lines, weights, witness.logs))
+    if keras.backend.backend() != "tensorflow":  # the second run was async
+        assert threading.get_ident() not in witness.threads
+    (records, scalars, lines, weights, logs), async_run = runs
+    assert [r["step"] for r in records if "loss" in r][:3] == [3, 6, 9]
+    assert any("val_steps_loss" in r for r in records)
+    assert any("val_loss" in r for r in records)
+    assert records == async_run[0]
+    assert scalars == async_run[1]
+    assert lines == async_run[2] and len(lines) >= 8
+    for a, b in zip(weights, async_run[3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    executions = -(-EXAMPLES // BATCH // steps_per_execution)  # per epoch
+    assert len(logs) == EPOCHS * executions
+    assert logs == async_run[4]
+
+
+def test_the_async_run_was_async(tmp_path):
+    """On JAX and PyTorch, the async-safe witness's batch ends ran on Keras's
+    threads, never the training thread, and the run ended at the true step; on
+    TensorFlow, all on the training thread."""
+    witness = AsyncWitness()
+    fit(tmp_path, witness)
+    assert witness.final_step == EPOCHS * EXAMPLES // BATCH
+    training_thread = threading.get_ident()
+    if keras.backend.backend() == "tensorflow":
+        assert witness.threads == {training_thread}
+    else:
+        assert witness.threads and training_thread not in witness.threads
+
+
+def test_kerasteps_reads_the_state_on_the_training_thread_only(tmp_path, monkeypatch):
+    """Every read of the trained state (the state sync and the scalar reads of the
+    metric windows and counters) happens on the training thread, at steps where
+    a callback acts: at most once per acting step and epoch end, not at every
+    step."""
+    reads: list[int] = []
+    sync, scalar_read = steps_lib.sync_trained_state, ScalarReader.__call__
+
+    def spy_sync(model):
+        reads.append(threading.get_ident())
+        return sync(model)
+
+    def spy_read(self):
+        reads.append(threading.get_ident())
+        return scalar_read(self)
+
+    monkeypatch.setattr(steps_lib, "sync_trained_state", spy_sync)
+    monkeypatch.setattr(ScalarReader, "__call__", spy_read)
+    fit(tmp_path, AsyncWitness())
+    assert reads and set(reads) == {threading.get_ident()}
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="JAX's transfer guard; backend not JAX"
+)
+def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(tmp_path):
+    """A callback listed first forbids every device-to-host transfer on the
+    training thread (`jax.transfer_guard_device_to_host("disallow_explicit")`,
+    thread-local) from each batch begin whose previous step is quiet (no callback
+    acts: not a multiple of 3 or 4, not an epoch's last) to the next batch begin:
+    the kerasteps callbacks' begin hooks, the training step and Keras's batch end
+    run under it; a read raises. Keras's own conversion of the logs runs on its
+    callback threads, unguarded."""
+    import jax
+
+    class Guard(keras.callbacks.Callback):
+        async_safe = True
+
+        def __init__(self):
+            super().__init__()
+            self.guard, self.epoch, self.guarded = None, 0, 0
+
+        def release(self):
+            if self.guard is not None:
+                self.guard.__exit__(None, None, None)
+                self.guard = None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.release()
+            done = self.epoch * self.params["steps"] + batch  # steps before it
+            if batch and done % 3 and done % 4:
+                self.guard = jax.transfer_guard_device_to_host("disallow_explicit")
+                self.guard.__enter__()
+                self.guarded += 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.release()
+
+    guard = Guard()
+    model = tiny_model(metrics=["mae"])
+    x, y = tiny_data(EXAMPLES)
+    model.fit(
+        x,
+        y,
+        batch_size=BATCH,
+        epochs=EPOCHS,
+        verbose=0,
+        shuffle=False,
+        callbacks=[
+            guard,
+            ValidateEvery(4, (x[:8], y[:8])),
+            LogEvery(EVERY),
+            StepTensorBoard(str(tmp_path / "tb"), every=EVERY),
+            JSONLinesLogger(str(tmp_path / "log.jsonl"), every=EVERY),
+        ],
+    )
+    assert guard.guarded == 12  # of 24 batch begins after an epoch's first
+    steps = [json.loads(line)["step"] for line in open(tmp_path / "log.jsonl")]
+    assert steps == [s for s in range(1, 27) if s % 3 == 0 or s % 4 == 0]

@@ -177,15 +177,45 @@ def test_kerasteps_reads_the_state_on_the_training_thread_only(tmp_path, monkeyp
 @pytest.mark.skipif(
     keras.backend.backend() != "jax", reason="JAX's transfer guard; backend not JAX"
 )
-def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(tmp_path):
-    """A callback listed first forbids every device-to-host transfer on the
-    training thread (`jax.transfer_guard_device_to_host("disallow_explicit")`,
-    thread-local) from each batch begin whose previous step is quiet (no callback
-    acts: not a multiple of 3 or 4, not an epoch's last) to the next batch begin:
-    the kerasteps callbacks' begin hooks, the training step and Keras's batch end
-    run under it; a read raises. Keras's own conversion of the logs runs on its
-    callback threads, unguarded."""
+def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(
+    tmp_path, monkeypatch
+):
+    """A callback listed first opens a window on the training thread from each
+    batch begin whose previous step is quiet (no callback acts: not a multiple of
+    3 or 4, not the run's first, where the tracker checks that the global step
+    moved) to the next batch begin, unless that batch is an epoch's last (Keras's
+    epoch end follows): the kerasteps callbacks' begin hooks, the training step
+    and Keras's batch end run in it. In it,
+    `jax.transfer_guard_device_to_host("disallow_explicit")` (thread-local)
+    forbids every device-to-host transfer; on a GPU or TPU a read raises. On the
+    CPU, where an array's memory is the host's and the guard never fires, every
+    conversion to host values that Python code makes is recorded with its thread
+    and whether the window was open: Keras's `convert_to_numpy` (which kerasteps's
+    reads and Keras's conversion of the logs go through) and `jax.Array._value`
+    (behind `np.asarray(array)` from Python). None on the training thread in a
+    window; Keras converted the logs on its threads. On the code before async
+    dispatch, Keras converted them on the training thread at every step."""
     import jax
+    from jax._src.array import ArrayImpl
+    from keras.src import backend
+
+    window = threading.local()
+    conversions: list[tuple[int, bool]] = []
+    value, convert = ArrayImpl._value, backend.convert_to_numpy
+
+    def note():
+        conversions.append((threading.get_ident(), getattr(window, "open", False)))
+
+    def spy_value(array):
+        note()
+        return value.fget(array)
+
+    def spy_convert(x):
+        note()
+        return convert(x)
+
+    monkeypatch.setattr(ArrayImpl, "_value", property(spy_value))
+    monkeypatch.setattr(backend, "convert_to_numpy", spy_convert)
 
     class Guard(keras.callbacks.Callback):
         async_safe = True
@@ -195,6 +225,7 @@ def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(tmp_pa
             self.guard, self.epoch, self.guarded = None, 0, 0
 
         def release(self):
+            window.open = False
             if self.guard is not None:
                 self.guard.__exit__(None, None, None)
                 self.guard = None
@@ -204,10 +235,13 @@ def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(tmp_pa
 
         def on_train_batch_begin(self, batch, logs=None):
             self.release()
-            done = self.epoch * self.params["steps"] + batch  # steps before it
-            if batch and done % 3 and done % 4:
+            steps = self.params["steps"]
+            done = self.epoch * steps + batch  # steps before it
+            last = batch == steps - 1  # Keras's epoch end follows its batch end
+            if done > 1 and 0 < batch and not last and done % 3 and done % 4:
                 self.guard = jax.transfer_guard_device_to_host("disallow_explicit")
                 self.guard.__enter__()
+                window.open = True
                 self.guarded += 1
 
         def on_epoch_end(self, epoch, logs=None):
@@ -231,6 +265,10 @@ def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(tmp_pa
             JSONLinesLogger(str(tmp_path / "log.jsonl"), every=EVERY),
         ],
     )
-    assert guard.guarded == 12  # of 24 batch begins after an epoch's first
+    assert guard.guarded == 10  # of 26 batch begins
+    training = threading.get_ident()
+    assert (training, True) not in conversions
+    assert (training, False) in conversions  # at the steps where callbacks act
+    assert any(thread != training for thread, _ in conversions)  # Keras's logs
     steps = [json.loads(line)["step"] for line in open(tmp_path / "log.jsonl")]
     assert steps == [s for s in range(1, 27) if s % 3 == 0 or s % 4 == 0]

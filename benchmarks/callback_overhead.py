@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -99,8 +100,9 @@ def build_model() -> keras.Model:
     return model
 
 
-def hook_times(model, fit, root: str) -> tuple[float, float, float]:
-    """(us per quiet batch, us per firing step, median us per batch end to end)."""
+def hook_times(model, fit, root: str) -> tuple[float, float, float, bool]:
+    """(us per quiet batch, us per firing step, median us per batch end to end,
+    whether Keras ran the batch ends on its threads)."""
     calls: list[tuple[int, float]] = []
     ends: list[float] = []
     original = StepCallback.on_train_batch_end, StepCallback.on_train_batch_begin
@@ -116,11 +118,16 @@ def hook_times(model, fit, root: str) -> tuple[float, float, float]:
         original[1](self, batch, logs)
         calls.append((batch - 1, time.perf_counter() - start))
 
+    threads: set[int] = set()
+
     class Clock(keras.callbacks.Callback):
         async_safe = True  # as the sinks: Keras's dispatch stays as it is
 
         def on_train_batch_begin(self, batch, logs=None):
             ends.append(time.perf_counter())
+
+        def on_train_batch_end(self, batch, logs=None):
+            threads.add(threading.get_ident())
 
     StepCallback.on_train_batch_end = timed
     StepCallback.on_train_batch_begin = timed_begin
@@ -143,7 +150,13 @@ def hook_times(model, fit, root: str) -> tuple[float, float, float]:
     # (a batch's time: its end hooks, and the next batch's begin hooks)
     firing = [s for b, s in per_batch.items() if not (b + 1) % EVERY]
     step = statistics.median(np.diff(ends))
-    return 1e6 * statistics.mean(quiet), 1e6 * statistics.mean(firing), 1e6 * step
+    dispatched = threads != {threading.get_ident()}
+    return (
+        1e6 * statistics.mean(quiet),
+        1e6 * statistics.mean(firing),
+        1e6 * step,
+        dispatched,
+    )
 
 
 def start_mlflow_server(root: str) -> tuple[subprocess.Popen, str]:
@@ -311,14 +324,14 @@ def main() -> None:
         )
     if server is not None:
         server.terminate()
-    quiet, firing, step = hook_times(model, fit, root)
+    quiet, firing, step, dispatched = hook_times(model, fit, root)
     print(
         f"kerasteps hooks (the set, every={EVERY}): {quiet:.1f} us per batch between "
         f"firing steps, {firing:.0f} us per firing step; "
         f"{quiet + firing / EVERY:.1f} us per batch on average, "
         f"{(quiet + firing / EVERY) / step:.1%} of the median step ({step:.0f} us)."
     )
-    if keras.backend.backend() != "tensorflow":
+    if dispatched:
         print(
             "  (Keras dispatched the batch ends to its threads: a firing step's time "
             "includes the wait for the steps queued on the device; the time per "

@@ -22,12 +22,13 @@ dispatching steps. kerasteps callbacks read the training state at the steps wher
 they act, which in a pool thread would race with training; so a batch end that
 arrives on another thread only leaves its logs, and the end is processed on the
 training thread at the next batch begin (Keras calls it there, before the next
-step), or at the test begin, epoch end or train end that follows the epoch's last
-batch. The trained state is then exactly the state after that step, as at a batch
-end. At quiet steps nothing is read: the training thread never waits for the
-device there. Only callbacks that never set `model.stop_training` from values of
-a step declare `async_safe` (a stop decided at the next batch begin would let one
-more step train); the others keep every batch end on the training thread.
+step), or at the epoch end or train end that follows the epoch's last batch (Keras
+has waited for its thread there). The trained state is then exactly the state after
+that step, as at a batch end. At quiet steps nothing is read: the training thread
+never waits for the device there. Only callbacks that never set
+`model.stop_training` from values of a step declare `async_safe` (a stop decided
+at the next batch begin would let one more step train); the others keep every
+batch end on the training thread.
 """
 
 from __future__ import annotations
@@ -274,21 +275,21 @@ class Dispatcher:
         deadline = time.monotonic() + POOL_WAIT_S
         with self._pool_ready:
             self._pool_waiting = True
-            # `list(dict)` copies the keys at once: Keras's thread may insert.
-            while not (ends := [k for k in list(self._pool_logs) if k >= begun]):
-                if end is None or not self._pool_ready.wait(
-                    deadline - time.monotonic()
-                ):
-                    self._pool_waiting = False
+            try:
+                # `list(dict)` copies the keys at once: Keras's thread may insert.
+                while not (ends := [k for k in list(self._pool_logs) if k >= begun]):
                     if end is None:
                         return
-                    raise RuntimeError(
-                        f"kerasteps: the end of batch {begun} did not reach kerasteps "
-                        f"within {POOL_WAIT_S:g} s of the next batch's begin: Keras "
-                        "dispatches batch ends to a thread, where a callback listed "
-                        "before kerasteps's may have raised (fit() raises it next)."
-                    )
-            self._pool_waiting = False
+                    if not self._pool_ready.wait(deadline - time.monotonic()):
+                        raise RuntimeError(
+                            f"kerasteps: the end of batch {begun} did not reach "
+                            f"kerasteps within {POOL_WAIT_S:g} s of the next batch's "
+                            "begin: Keras dispatches batch ends to a thread, where a "
+                            "callback listed before kerasteps's may have raised "
+                            "(fit() raises it next)."
+                        )
+            finally:
+                self._pool_waiting = False
             end = min(ends)
             logs = self._pool_logs[end]
             for key in [k for k in list(self._pool_logs) if k <= end]:

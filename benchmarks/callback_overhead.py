@@ -159,6 +159,21 @@ def hook_times(model, fit, root: str) -> tuple[float, float, float, bool]:
     )
 
 
+def print_medians(results: dict[str, list[tuple[float, float]]]) -> None:
+    """Prints each configuration's median steps/s, by wall clock and per CPU-second
+    (`results[name]`: one `(wall, cpu)` pair per round), and its ratio to `bare`'s.
+    """
+    bare_wall = statistics.median(w for w, _ in results["bare"])
+    bare_cpu = statistics.median(c for _, c in results["bare"])
+    for name, values in results.items():
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        print(
+            f"  {name:10s} {wall:6.1f} steps/s  ratio {wall / bare_wall:.3f}   "
+            f"{cpu:6.1f} steps/CPU-s  ratio {cpu / bare_cpu:.3f}"
+        )
+
+
 def start_mlflow_server(root: str) -> tuple[subprocess.Popen, str]:
     """`mlflow server` on a free port of 127.0.0.1, a SQLite store under `root`;
     returns the process and its URI once it answers."""
@@ -308,20 +323,12 @@ def main() -> None:
         cbs = configs(run)
         for name in order:
             results[name].append(timed_fit(cbs[name]))
-    bare_wall = statistics.median(w for w, _ in results["bare"])
-    bare_cpu = statistics.median(c for _, c in results["bare"])
     print(
         f"MLP 64-256-256-10, batch {batch}, {args.steps} steps/fit, "
         f"{args.rounds} interleaved rounds, backend {keras.backend.backend()}, "
         "medians:"
     )
-    for name, values in results.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
-        print(
-            f"  {name:10s} {wall:6.1f} steps/s  ratio {wall / bare_wall:.3f}   "
-            f"{cpu:6.1f} steps/CPU-s  ratio {cpu / bare_cpu:.3f}"
-        )
+    print_medians(results)
     if server is not None:
         server.terminate()
     quiet, firing, step, dispatched = hook_times(model, fit, root)

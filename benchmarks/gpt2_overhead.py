@@ -29,7 +29,6 @@ import argparse
 import logging
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from callback_overhead import print_medians  # noqa: E402
 
 from kerasteps.callbacks import (  # noqa: E402
     JSONLinesLogger,
@@ -132,20 +132,12 @@ def main() -> None:
         random.Random(args.seed + run).shuffle(order)
         for name in order:
             results[name].append(timed_fit(name, run))
-    bare_wall = statistics.median(w for w, _ in results["bare"])
-    bare_cpu = statistics.median(c for _, c in results["bare"])
     print(
         f"keras-hub GPT2 causal LM ({model.count_params()} parameters), batch "
         f"{BATCH}, {args.steps} steps/fit, {args.rounds} interleaved rounds, backend "
         f"{keras.backend.backend()}, medians:"
     )
-    for name, values in results.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
-        print(
-            f"  {name:8s} {wall:6.1f} steps/s  ratio {wall / bare_wall:.3f}   "
-            f"{cpu:6.1f} steps/CPU-s  ratio {cpu / bare_cpu:.3f}"
-        )
+    print_medians(results)
 
 
 if __name__ == "__main__":

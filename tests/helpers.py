@@ -197,6 +197,20 @@ def user_environment(**extra: str) -> dict[str, str]:
     return environment
 
 
+def script_environment(**extra: str) -> dict[str, str]:
+    """The environment of the tests' training scripts in subprocesses: this one's,
+    with TensorFlow quiet, on the CPU, this checkout importable and unbuffered output
+    (then `extra`). One for all of them, so that they share a zygote per worker
+    (`tests/zygote.py`)."""
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+    environment["CUDA_VISIBLE_DEVICES"] = ""
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    environment.update(extra)
+    return environment
+
+
 def read_jsonl(path: str) -> list[dict]:
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]

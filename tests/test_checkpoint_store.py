@@ -27,7 +27,8 @@ from kerasteps.callbacks import StepCheckpoint  # noqa: E402
 from kerasteps.checkpoint import _model_state  # noqa: E402
 from kerasteps.checkpoint._format import read_state  # noqa: E402
 from kerasteps.checkpoint.store import CheckpointStore  # noqa: E402
-from tests.helpers import SCRIPTS, load_script
+from tests import zygote  # noqa: E402
+from tests.helpers import SCRIPTS, load_script, script_environment  # noqa: E402
 
 pytestmark = pytest.mark.neutral
 
@@ -290,9 +291,12 @@ def run_script(directory, dump, backend=BACKEND, **options):
     command += ["--dump", str(dump)]
     for name, value in options.items():
         command += [f"--{name.replace('_', '-')}", str(value)]
-    env = {**os.environ, "KERAS_BACKEND": backend}
-    return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    return zygote.Popen(
+        command,
+        env=script_environment(KERAS_BACKEND=backend),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

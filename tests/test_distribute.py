@@ -11,7 +11,6 @@ its 12 steps).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -22,7 +21,14 @@ import numpy as np
 import pytest
 
 from kerasteps.distribute import is_chief, task_of
-from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps, wait_until
+from tests import zygote
+from tests.helpers import (
+    SCRIPTS,
+    read_jsonl,
+    read_scalar_steps,
+    script_environment,
+    wait_until,
+)
 
 SCRIPT = SCRIPTS / "distributed_train.py"
 TIMEOUT_S = 240
@@ -35,7 +41,7 @@ def start(
     mode: str, out: Path, env: dict | None = None, *extra: str
 ) -> subprocess.Popen:
     """Trains both models (plain, WGAN) in `mode` in one subprocess."""
-    return subprocess.Popen(
+    return zygote.Popen(
         [
             sys.executable,
             str(SCRIPT),
@@ -51,7 +57,7 @@ def start(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=script_environment(**(env or {})),
     )
 
 

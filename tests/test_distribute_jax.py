@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from kerasteps.callbacks import StepCheckpoint
+from tests import zygote
 from tests.helpers import SCRIPTS, read_jsonl, read_scalar_steps, wait_until
 
 SCRIPT = SCRIPTS / "jax_data_parallel.py"
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.skipif(
 def start(out: Path, *args: str, script: Path = SCRIPT) -> subprocess.Popen:
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.pop("XLA_FLAGS", None)  # each script sets its devices
-    return subprocess.Popen(
+    return zygote.Popen(
         [sys.executable, str(script), str(out), *args],
         env=env,
         stdout=subprocess.PIPE,

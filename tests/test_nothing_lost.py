@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 
 import keras
@@ -19,7 +18,15 @@ import pytest
 
 from kerasteps.callbacks import LogEvery, StepCheckpoint, StopOnNonFinite
 from kerasteps.checkpoint.store import CheckpointStore
-from tests.helpers import ROOT, SCRIPTS, NanAtStep, fit_steps, tiny_data, tiny_model
+from tests import zygote
+from tests.helpers import (
+    SCRIPTS,
+    NanAtStep,
+    fit_steps,
+    script_environment,
+    tiny_data,
+    tiny_model,
+)
 
 
 def _messages(caplog, level=logging.WARNING) -> list[str]:
@@ -63,11 +70,10 @@ def test_a_full_disk_ends_the_run_with_its_error_and_loses_nothing(tmp_path):
     """A real `EFBIG` from the kernel (`RLIMIT_FSIZE`, in a child process) while
     `state.h5` of step 15 is written: the run ends with that error, the process
     exits as the script says (3, never 139), and steps 5 and 10 restore."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     script = SCRIPTS / "full_disk_train.py"
-    done = subprocess.run(
+    done = zygote.run(
         [sys.executable, str(script), "--directory", str(tmp_path / "ckpt")],
-        env=env,
+        env=script_environment(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -3,7 +3,6 @@ docs pages that the README's sections moved to (`docs/*.md`)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,7 +13,8 @@ import pytest
 
 from kerasteps._startup import is_noise
 from kerasteps.steps import StepNotCountedError
-from tests.helpers import ROOT, user_environment
+from tests import zygote
+from tests.helpers import ROOT, script_environment, user_environment
 
 
 def section(title: str, page: str = "README.md") -> str:
@@ -45,16 +45,19 @@ def blocks(text: str, language: str) -> list[str]:
     return [textwrap.dedent(body) for _, body in found]
 
 
-def run_script(folder, name: str, code: str) -> subprocess.CompletedProcess:
-    """Writes `code` to `folder/name` and runs it there with this Python."""
+def run_script(
+    folder, name: str, code: str, fresh: bool = False
+) -> subprocess.CompletedProcess:
+    """Writes `code` to `folder/name` and runs it there with this Python: forked
+    from a zygote (tests/zygote.py), or `fresh` where what Python prints as it
+    starts is part of what the test checks."""
     (folder / name).write_text(code)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run(
+    return (subprocess.run if fresh else zygote.run)(
         [sys.executable, name],
         cwd=folder,
         capture_output=True,
         text=True,
-        env=env,
+        env=script_environment(),
         timeout=300,
     )
 
@@ -122,11 +125,11 @@ def test_why_kerasteps_quotes_what_keras_does_as_measured():
     assert "python benchmarks/keras_builtins.py" in why
     readme = (ROOT / "README.md").read_text().splitlines()
     assert readme.index("## Why kerasteps, not Keras's built-ins") < 20
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, str(ROOT / "benchmarks" / "keras_builtins.py")],
         capture_output=True,
         text=True,
-        env=user_environment(),
+        env=script_environment(),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -156,7 +159,7 @@ def test_paste_snippet_runs_without_warnings(tmp_path):
     # The README's logging example is this snippet.
     logging_example = section("Logging: log lines, TensorBoard, JSON lines")
     assert blocks(logging_example, "python")[0] == code
-    result = run_script(tmp_path, "paste.py", code)
+    result = run_script(tmp_path, "paste.py", code, fresh=True)
     assert result.returncode == 0, result.stderr[-3000:]
     # No warning from Keras (shuffle, ...); TensorFlow's own start-up lines aside
     # (the snippet does not call kerasteps.quiet_startup()).

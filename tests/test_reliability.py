@@ -31,7 +31,16 @@ from kerasteps.callbacks import (
 )
 from kerasteps.checkpoint.store import NonFiniteStateError
 from kerasteps.data import skip_consumed
-from tests.helpers import ROOT, NanAtStep, fit_steps, tiny_data, tiny_model, tiny_wgan
+from tests import zygote
+from tests.helpers import (
+    ROOT,
+    NanAtStep,
+    fit_steps,
+    script_environment,
+    tiny_data,
+    tiny_model,
+    tiny_wgan,
+)
 
 pytestmark = pytest.mark.neutral
 
@@ -340,25 +349,14 @@ def test_the_documented_way_to_change_the_learning_rate_after_a_restore(tmp_path
 
 # -- 7, 8. signals --------------------------------------------------------------------
 def _start(tmp_path, *args):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(ROOT), env.get("PYTHONPATH")])
-    )
-    return subprocess.Popen(
+    return zygote.Popen(
         [sys.executable, str(SCRIPT), "--workdir", str(tmp_path), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
-        preexec_fn=_as_in_a_terminal,
+        env=script_environment(),
+        preexec_fn=zygote.as_in_a_terminal,
     )
-
-
-def _as_in_a_terminal() -> None:
-    """SIGINT as a terminal gives it: a suite started in the background (`cmd &`)
-    has it ignored, and its children would inherit that, so the script's Python
-    would not install its `KeyboardInterrupt` handler."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(process, word, timeout=120):

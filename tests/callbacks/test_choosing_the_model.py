@@ -10,7 +10,6 @@ process of its own, and the decisions to check come at steps 100 to 190.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -22,7 +21,8 @@ from kerasteps.callbacks import StepCheckpoint
 from kerasteps.checkpoint._crash import ENV
 from kerasteps.checkpoint._format import STATE_FILE
 from kerasteps.checkpoint._model_state import read_arrays
-from tests.helpers import ROOT
+from tests import zygote
+from tests.helpers import ROOT, script_environment
 
 PAGE = (ROOT / "docs" / "choosing-the-model.md").read_text()
 SCRIPT = re.search(r"```python\n(.*?)```", PAGE, re.S).group(1)
@@ -33,11 +33,11 @@ SHOWN = re.search(r"```console\n(.*?)```", PAGE, re.S).group(1).split("$ python 
 def run(folder, crash=None) -> subprocess.CompletedProcess:
     """Runs the page's script in `folder` (killed at `crash`, POINT@STEP)."""
     (folder / "choose.py").write_text(SCRIPT)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    env = script_environment()
     env.pop(ENV, None)
     if crash:
         env[ENV] = crash
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "choose.py"],
         cwd=folder,
         capture_output=True,

@@ -34,14 +34,15 @@ from kerasteps.checkpoint import _model_state
 from kerasteps.checkpoint.store import CheckpointStore
 from kerasteps.data import skip_consumed
 from kerasteps.models import WGAN
+from tests import zygote
 from tests.helpers import (
-    ROOT,
     SCRIPTS,
     fit_steps,
     free_port,
     load_script,
     read_jsonl,
     read_scalars,
+    script_environment,
     tiny_data,
     tiny_model,
 )
@@ -405,14 +406,6 @@ def test_unwritable_directory_raises_before_training(tmp_path):
 
 
 # -- subprocess: kill, resume, SIGTERM, resume ----------------------------------------
-def _env():
-    env = dict(os.environ)
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    root = str(ROOT)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env
-
-
 class Run:
     """One run of the training script, its output in files."""
 
@@ -435,7 +428,9 @@ class Run:
             *extra,
         ]
         with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.process = subprocess.Popen(command, stdout=out, stderr=err, env=_env())
+            self.process = zygote.Popen(
+                command, stdout=out, stderr=err, env=script_environment()
+            )
 
     def wait(self, timeout: float) -> int:
         try:
@@ -669,7 +664,7 @@ def test_tensorboard_server_shows_each_step_once(resumed_run, tmp_path):
         stderr=subprocess.STDOUT,
         # TensorBoard with KERAS_BACKEND=torch segfaults (torch and TF in one
         # process), as `kerasteps board` knows; a user starts it without one.
-        env={k: v for k, v in _env().items() if k != "KERAS_BACKEND"},
+        env={k: v for k, v in script_environment().items() if k != "KERAS_BACKEND"},
     )
     base = f"http://127.0.0.1:{port}/data/plugin/scalars/scalars"
     logged = list(range(LOG_EVERY, MAX_STEPS + 1, LOG_EVERY))

@@ -14,7 +14,13 @@ from click.testing import CliRunner
 from kerasteps._compat import shuffles_before_repeat
 from kerasteps.cli import main
 from kerasteps.data import skip_consumed
-from tests.helpers import ROOT, as_a_fresh_jax_fit_sees, load_script
+from tests import zygote
+from tests.helpers import (
+    ROOT,
+    as_a_fresh_jax_fit_sees,
+    load_script,
+    script_environment,
+)
 from tests.recipes.test_image_classifier import write_png_folders
 
 COMMON_OPTIONS = ("--steps", "--log-every", "--log-dir", "--seed", "--resume")
@@ -149,18 +155,17 @@ def test_a_recipe_stopped_by_sigterm_says_how_to_resume_and_exits_143(tmp_path, 
     """SIGTERM mid-training, as a scheduler sends it: the recipe saves, prints the
     line that resumes it, and exits 128 + 15, so that a scheduler that requeues
     failed jobs requeues it."""
-    import os
     import signal
     import time
 
     command = [sys.executable, "-m", "kerasteps.cli", "run", name, *LONG[name]]
-    process = subprocess.Popen(
+    process = zygote.Popen(
         [*command, "--log-dir", str(tmp_path / "logs")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        env=script_environment(),
     )
     try:  # training began: its checkpoint's lock is taken, its handlers installed
         deadline = time.monotonic() + 120

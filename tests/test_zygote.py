@@ -1,0 +1,171 @@
+"""tests/zygote.py: a forked child behaves as a new Python started with the same
+command line, environment, folder, streams and signals would, and is this process's
+child; what it cannot reproduce starts a new Python instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests import zygote
+from tests.helpers import script_environment
+
+SHOW = (
+    "import json, os, signal, sys\n"
+    "print(json.dumps({'argv': sys.argv, 'cwd': os.getcwd(), 'path0': sys.path[0],"
+    " 'main': __name__, 'env': os.environ.get('EXTRA'),"
+    " 'sigint': str(signal.getsignal(signal.SIGINT)),"
+    " 'keras': 'keras' in sys.modules}))\n"
+)
+
+
+def shown(result: subprocess.CompletedProcess) -> dict:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_a_script_runs_as_main_with_its_argv_folder_and_environment(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text(SHOW)
+    (tmp_path / "here").mkdir()
+    process = zygote.Popen(
+        [sys.executable, str(script), "a", "b"],
+        cwd=tmp_path / "here",
+        env=script_environment(EXTRA="x"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = process.communicate(timeout=120)
+    assert process.forked and process.returncode == 0, err
+    got = json.loads(out)
+    assert got["argv"] == [str(script), "a", "b"]
+    assert got["cwd"] == str(tmp_path / "here")
+    assert got["path0"] == str(tmp_path)
+    assert got["main"] == "__main__"
+    assert got["env"] == "x"
+    assert got["keras"] is True  # imported before the fork: what it saves
+
+
+def test_code_and_modules_run_with_their_argv(tmp_path):
+    code = zygote.run(
+        [sys.executable, "-c", SHOW, "x"],
+        cwd=tmp_path,
+        env=script_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown(code)["argv"] == ["-c", "x"] and shown(code)["path0"] == ""
+    module = zygote.run(
+        [sys.executable, "-m", "kerasteps.cli", "list"],
+        env=script_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert module.returncode == 0, module.stderr
+    assert module.stdout.split()[0] == "batch_vs_sgd"
+    assert "RuntimeWarning" not in module.stderr
+
+
+def test_exit_codes_tracebacks_and_sigkill_are_a_new_pythons():
+    env = script_environment()
+    ended = zygote.run(
+        [sys.executable, "-c", "raise SystemExit(3)"], env=env, timeout=120
+    )
+    assert ended.returncode == 3
+    failed = zygote.run(
+        [sys.executable, "-c", "raise ValueError('no')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1] == "ValueError: no"
+    process = zygote.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.forked
+    assert process.stdout.readline() == "up\n"
+    process.kill()
+    # Its status reaches this process: it is its child, not the zygote's.
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    process.stdout.close()
+
+
+def test_atexit_handlers_and_threads_run_to_the_end_as_in_a_new_python():
+    code = (
+        "import atexit, threading, time\n"
+        "atexit.register(print, 'atexit')\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread'))).start()\n"
+    )
+    result = zygote.run(
+        [sys.executable, "-c", code],
+        env=script_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout.splitlines() == ["thread", "atexit"]
+
+
+def test_sigint_is_what_a_new_python_would_have():
+    env = script_environment()
+    command = [sys.executable, "-c", SHOW]
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a suite run with `&`
+    try:
+        ignored = zygote.run(command, env=env, capture_output=True, text=True)
+        given = zygote.run(
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=zygote.as_in_a_terminal,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert shown(ignored)["sigint"] == str(signal.SIG_IGN)
+    assert shown(given)["sigint"] == str(signal.default_int_handler)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"args": ["-u", "-c", "print(1)"]},
+        {"preexec_fn": os.getpid},
+    ],
+    ids=["interpreter-option", "preexec_fn"],
+)
+def test_what_a_fork_cannot_reproduce_starts_a_new_python(change):
+    args = change.get("args", ["-c", "print(1)"])
+    env = script_environment(**change.get("env", {}))
+    process = zygote.Popen(
+        [sys.executable, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=change.get("preexec_fn"),
+    )
+    assert process.communicate(timeout=120)[0] == "1\n"
+    assert process.forked is False
+
+
+def test_a_variable_read_at_start_up_gets_a_zygote_started_with_it():
+    """PYTHONHASHSEED is read as Python starts: the child comes from a zygote started
+    with it, and hashes as a new Python does."""
+    command = [sys.executable, "-c", "print(hash('kerasteps'))"]
+    env = script_environment(PYTHONHASHSEED="7")
+    forked = zygote.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    fresh = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert forked.communicate(timeout=120)[0] == fresh.stdout != ""
+    assert forked.forked

@@ -90,6 +90,7 @@ class Dispatcher:
     def __init__(
         self, model: keras.Model, params: dict, previous: Dispatcher | None = None
     ):
+        self.began = time.monotonic()  # before the run's own work (StepRun.began)
         self.model = model
         self.params = params
         start_step = steps_lib.global_step(model)

@@ -655,9 +655,10 @@ class StepCheckpoint(StepCallback):
 
     def _saved(self, info: CheckpointInfo) -> None:
         self.last_saved = info
-        #: How long the latest save took, from its state's copy to its commit
-        #: (`StopAtTime` stops early enough for one more).
-        self.save_seconds = time.monotonic() - self._save_began
+        #: How long the longest save of this callback took, from its state's copy
+        #: to its commit (`StopAtTime` stops early enough for one more).
+        took = time.monotonic() - self._save_began
+        self.save_seconds = max(self.save_seconds, took)
         if info.path:
             logger.log(
                 logging.INFO if self.verbose else logging.DEBUG,

@@ -63,6 +63,8 @@ class StepRun:
             (`StepCheckpoint.restore_latest`), or None.
         thread: The id of the thread that runs `fit()` (Keras calls the callbacks'
             hooks there).
+        began: `time.monotonic()` when the run began: at the first kerasteps
+            callback's `on_train_begin`, before any of them did its own work.
         non_finite_at: The step where a guard found a non-finite value
             (`mark_non_finite`), or None: a checkpoint does not save that step.
 
@@ -101,6 +103,7 @@ class StepRun:
         self.forked_from: Mapping[str, Any] | None = carry.forked_from
         self.resumed_from: str | None = carry.resumed_from
         self.thread: int = threading.get_ident()
+        self.began: float = dispatcher.began
         self.non_finite_at: int | None = None
 
     @property
@@ -124,8 +127,8 @@ class StepRun:
 
     @property
     def checkpoint_seconds(self) -> float:
-        """How long this run's latest checkpoint took to save, or 0.0 (none yet,
-        or no `StepCheckpoint`)."""
+        """How long the longest save of this run's `StepCheckpoint` took so far
+        (state copy to commit), or 0.0 (none yet, or no `StepCheckpoint`)."""
         checkpointer = self._dispatcher.checkpointer()
         return 0.0 if checkpointer is None else checkpointer.save_seconds
 

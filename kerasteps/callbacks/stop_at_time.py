@@ -37,7 +37,7 @@ class StopAtTime(StepCallback):
 
     Training stops early enough for the final checkpoint to be written in time:
     at the step where what is left would not cover twice one more step (this
-    run's mean step time) and one more save (the run's `StepCheckpoint`'s latest
+    run's mean step time) and one more save (the run's `StepCheckpoint`'s longest
     save, copy to commit), training stops (the step time is timed from the
     first check of the run on, after compiling), and the `Every(..., last=True)`
     schedules save at that step. What runs once per process (compiling the
@@ -149,7 +149,7 @@ class StopAtTime(StepCallback):
                 "others: stop at a step (StopAtStep) instead."
             )
         self.stopped_step, self._mark = None, None
-        self._began = time.monotonic()
+        self._began = self.run.began  # fit()'s work before this callback counts
         saved = self.run.saved_state(self.state_key) if self.carry else None
         self._spent = _elapsed_of(saved)
         stopped = self._stopped_in(saved)

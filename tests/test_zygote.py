@@ -160,12 +160,18 @@ def test_what_a_fork_cannot_reproduce_starts_a_new_python(change):
     assert process.forked is False
 
 
-def test_a_variable_read_at_start_up_gets_a_zygote_started_with_it():
-    """PYTHONHASHSEED is read as Python starts: the child comes from a zygote started
-    with it, and hashes as a new Python does."""
-    command = [sys.executable, "-c", "print(hash('kerasteps'))"]
-    env = script_environment(PYTHONHASHSEED="7")
-    forked = zygote.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    fresh = subprocess.run(command, env=env, capture_output=True, text=True)
-    assert forked.communicate(timeout=120)[0] == fresh.stdout != ""
-    assert forked.forked
+def test_the_variables_read_at_start_up_choose_the_zygote():
+    """A child runs in a zygote started with the same values of what Python,
+    TensorFlow, JAX, Keras and kerasteps read as they start; what a program reads
+    later (a cluster's TF_CONFIG, a crash point) does not need a zygote of its own."""
+    env = script_environment()
+    same = {**env, "TF_CONFIG": "{}", "KERASTEPS_CRASH_AT": "save@5", "MLFLOW_X": "1"}
+    assert zygote._key(same) == zygote._key(env)
+    for name, value in [
+        ("PYTHONHASHSEED", "7"),
+        ("KERAS_BACKEND", "jax"),
+        ("TF_CPP_MIN_LOG_LEVEL", "0"),
+        ("XLA_FLAGS", "--xla_force_host_platform_device_count=4"),
+        ("KERASTEPS_VERBOSE", "1"),
+    ]:
+        assert zygote._key({**env, name: value}) != zygote._key(env), name

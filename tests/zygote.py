@@ -128,7 +128,8 @@ class _Zygote:
 
 _zygotes: dict[tuple, _Zygote] = {}
 _lock = threading.Lock()
-_libc = ctypes.CDLL(None, use_errno=True)
+#: Linux only: a child is handed to this process by `PR_SET_CHILD_SUBREAPER`.
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 @atexit.register
@@ -172,6 +173,7 @@ class Popen(subprocess.Popen):
         fds = [fd if fd != -1 else i for i, fd in enumerate(fds)]
         if (
             program is None
+            or _libc is None
             or executable is not None
             or preexec_fn not in (None, as_in_a_terminal)
             or pass_fds
@@ -204,11 +206,16 @@ class Popen(subprocess.Popen):
                 _zygotes[key] = _Zygote(env)
             # The child's parent (forked by the zygote) exits once it has forked the
             # child; a subreaper gets the orphan, so it is this process's child.
-            _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
             try:
                 self.pid = _zygotes[key].fork(request, fds)
             finally:
                 _libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        try:  # a child of another process would read as exit status 0 to `wait`
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            raise RuntimeError(f"the forked child {self.pid} is not ours") from None
         self._child_created = True
         self.forked = True
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)

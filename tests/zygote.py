@@ -41,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -101,13 +102,14 @@ class _Zygote:
     def __init__(self, env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket = ours
+        self.stderr = tempfile.TemporaryFile()  # what it prints, for an error
         self.process = subprocess.Popen(
             [sys.executable, __file__, str(theirs.fileno())],
             env=env,
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.stderr,
             cwd="/",
         )
         theirs.close()
@@ -116,13 +118,19 @@ class _Zygote:
         """Sends one request with its three standard streams; returns the pid of the
         child, which is already this process's child when this returns."""
         payload = json.dumps(request).encode()
-        socket.send_fds(self.socket, [len(payload).to_bytes(8, "big") + payload], fds)
         reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = self.socket.recv(64)
-            if not chunk:
-                raise RuntimeError("the zygote ended")
-            reply += chunk
+        try:
+            message = [len(payload).to_bytes(8, "big") + payload]
+            socket.send_fds(self.socket, message, fds)
+            while not reply.endswith(b"\n"):
+                chunk = self.socket.recv(64)
+                reply += chunk
+                if not chunk:
+                    raise ConnectionError("it closed its socket")
+        except OSError as error:
+            self.stderr.seek(0)
+            said = self.stderr.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"the zygote ended ({error}):\n{said}") from None
         return int(reply)
 
 

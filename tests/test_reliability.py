@@ -646,12 +646,11 @@ def test_uncatchable_signals_are_refused(tmp_path, sig):
 
 # -- 17. the launcher: usage errors exit 2 with one line ------------------------------
 def _launch(*args, cwd=None):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.run(
         [sys.executable, "-m", "kerasteps.cli", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=script_environment(),
         cwd=cwd,
         timeout=300,
     )

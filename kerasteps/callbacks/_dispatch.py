@@ -233,7 +233,7 @@ class Dispatcher:
         (async dispatch)."""
         if batch == self._begun:  # another kerasteps callback processed it
             return
-        if 0 <= self._begun and self._last_batch < self._begun:
+        if self._unprocessed():
             self._deferred_end(self._begun, batch - 1)
         self._begun = batch
 
@@ -301,8 +301,13 @@ class Dispatcher:
         """Processes the epoch's last batch end if it was dispatched to Keras's
         callback thread (at the epoch end or train end, once Keras waited for it).
         """
-        if 0 <= self._begun and self._last_batch < self._begun:
+        if self._unprocessed():
             self._deferred_end(self._begun)
+
+    def _unprocessed(self) -> bool:
+        """Whether the latest execution began and its end was not processed (Keras
+        handed it to its callback thread)."""
+        return 0 <= self._begun and self._last_batch < self._begun
 
     def _batch_end(self, batch: int, logs: Mapping[str, Any]) -> None:
         self.carry.windows.invalidate()

@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -157,6 +158,30 @@ def hook_times(model, fit, root: str) -> tuple[float, float, float, bool]:
         1e6 * step,
         dispatched,
     )
+
+
+def interleaved(
+    names: list[str],
+    fit: Callable[[str, int], None],
+    steps: int,
+    rounds: int,
+    seed: int,
+) -> dict[str, list[tuple[float, float]]]:
+    """Runs `fit(name, run)` for each name once to warm up (run -1: trace and
+    build), then `rounds` times, in an order shuffled each round; returns each
+    name's `(steps/s by wall clock, steps per CPU-second)` per round."""
+    for name in names:
+        fit(name, -1)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    order = list(names)
+    for run in range(rounds):
+        random.Random(seed + run).shuffle(order)
+        for name in order:
+            wall, cpu = time.perf_counter(), time.process_time()
+            fit(name, run)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            results[name].append((steps / wall, steps / cpu))
+    return results
 
 
 def print_medians(results: dict[str, list[tuple[float, float]]]) -> None:
@@ -308,21 +333,15 @@ def main() -> None:
             callbacks=callbacks,
         )
 
-    def timed_fit(callbacks: list) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        fit(callbacks)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        return args.steps / wall, args.steps / cpu
+    built = {-1: configs(-1)}  # each round's callbacks, made once
 
-    for callbacks in configs(-1).values():  # warm-up: trace and build once
-        timed_fit(callbacks)
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in configs(-1)}
-    order = list(results)
-    for run in range(args.rounds):
-        random.Random(args.seed + run).shuffle(order)
-        cbs = configs(run)
-        for name in order:
-            results[name].append(timed_fit(cbs[name]))
+    def fit_config(name: str, run: int) -> None:
+        if run not in built:
+            built[run] = configs(run)
+        fit(built[run][name])
+
+    names = list(built[-1])
+    results = interleaved(names, fit_config, args.steps, args.rounds, args.seed)
     print(
         f"MLP 64-256-256-10, batch {batch}, {args.steps} steps/fit, "
         f"{args.rounds} interleaved rounds, backend {keras.backend.backend()}, "

@@ -28,16 +28,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import random
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from callback_overhead import print_medians  # noqa: E402
+from callback_overhead import interleaved, print_medians  # noqa: E402
 
 from kerasteps.callbacks import (  # noqa: E402
     JSONLinesLogger,
@@ -108,10 +106,8 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="kerasteps-gpt2-")
     names = ["bare", "logging", "full", "never"]
 
-    def timed_fit(name: str, run: int) -> tuple[float, float]:
+    def fit(name: str, run: int) -> None:
         every = 10**9 if name == "never" else 50
-        folder = os.path.join(root, f"{name}{run}")
-        wall, cpu = time.perf_counter(), time.process_time()
         model.fit(
             x,
             y,
@@ -119,19 +115,10 @@ def main() -> None:
             epochs=1,
             verbose=0,
             shuffle=False,
-            callbacks=callbacks(name, folder, every),
+            callbacks=callbacks(name, os.path.join(root, f"{name}{run}"), every),
         )
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        return args.steps / wall, args.steps / cpu
 
-    for name in names:  # warm-up: trace and build once
-        timed_fit(name, -1)
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
-    order = list(names)
-    for run in range(args.rounds):
-        random.Random(args.seed + run).shuffle(order)
-        for name in order:
-            results[name].append(timed_fit(name, run))
+    results = interleaved(names, fit, args.steps, args.rounds, args.seed)
     print(
         f"keras-hub GPT2 causal LM ({model.count_params()} parameters), batch "
         f"{BATCH}, {args.steps} steps/fit, {args.rounds} interleaved rounds, backend "

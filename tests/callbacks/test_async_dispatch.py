@@ -10,7 +10,6 @@ says which it was.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 
@@ -27,7 +26,7 @@ from kerasteps.callbacks import (
     StepTensorBoard,
     ValidateEvery,
 )
-from tests.helpers import read_scalars, tiny_data, tiny_model
+from tests.helpers import read_jsonl, read_scalars, tiny_data, tiny_model
 
 pytestmark = pytest.mark.neutral
 
@@ -95,7 +94,7 @@ def fit(tmp_path, witness, steps_per_execution=1):
         validation_data=(x[:6], y[:6]),
         callbacks=callbacks,
     )
-    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    records = read_jsonl(jsonl)
     for record in records:
         del record["time"]
     scalars = {
@@ -270,5 +269,5 @@ def test_the_training_thread_reads_nothing_from_the_device_at_quiet_steps(
     assert (training, True) not in conversions
     assert (training, False) in conversions  # at the steps where callbacks act
     assert any(thread != training for thread, _ in conversions)  # Keras's logs
-    steps = [json.loads(line)["step"] for line in open(tmp_path / "log.jsonl")]
+    steps = [record["step"] for record in read_jsonl(tmp_path / "log.jsonl")]
     assert steps == [s for s in range(1, 27) if s % 3 == 0 or s % 4 == 0]

@@ -8,8 +8,8 @@ rounds (the order shuffled each round), with:
 - `bare`: no callbacks;
 - `logging`: `LogEvery`, `StepTensorBoard`, `JSONLinesLogger` and `Throughput`,
   every=50 (all async-safe: on JAX and PyTorch Keras runs batch ends on its thread);
-- `full`: the same and `StepCheckpoint(every=200)` (not async-safe: it stops at a
-  signal, so the run's batch ends stay on the training thread);
+- `full`: the same and `StepCheckpoint(every=200)` (async-safe too: at a signal
+  its handler stops training itself);
 - `never`: `full` scheduled never to fire (every=10**9).
 
 It prints the median steps/s of each and its ratio to the bare fit, by wall clock

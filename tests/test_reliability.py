@@ -394,8 +394,8 @@ def test_ctrl_c_saves_and_stops_with_one_line(tmp_path):
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if "SIGINT" in line]
     assert lines == [
-        "StepCheckpoint: received SIGINT; saving a checkpoint at the next batch end, "
-        "then stopping training."
+        "StepCheckpoint: received SIGINT; stopping training after the step in "
+        "progress and saving a checkpoint of it."
     ]
 
 

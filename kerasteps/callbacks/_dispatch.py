@@ -28,7 +28,8 @@ that step, as at a batch end. At quiet steps nothing is read: the training threa
 never waits for the device there. Only callbacks that never set
 `model.stop_training` from values of a step declare `async_safe` (a stop decided
 at the next batch begin would let one more step train); the others keep every
-batch end on the training thread.
+batch end on the training thread. `StepCheckpoint` stops at a signal, but its
+handler sets the flag itself, so Keras stops after the step in progress.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Owned here, as Lightning's `signal_connector` owns them: `StepCheckpoint` asks for a
 `GracefulStop` while a run trains. The first SIGTERM or Ctrl-C (SIGINT) calls back
-(the checkpoint saves at the next batch end and training stops); a second one goes to
-the handler that was there before (SIGTERM's default kills, Ctrl-C's raises
+(training stops after the step in progress and the checkpoint saves it); a second one
+goes to the handler that was there before (SIGTERM's default kills, Ctrl-C's raises
 `KeyboardInterrupt`).
 
 Keras calls no callback hook when `fit()` raises (TensorFlow's `fit` has no `finally`),

@@ -41,9 +41,10 @@ class StepCallback(keras.callbacks.Callback):
     never waits for the device. A callback may declare `async_safe = True` when it
     never sets `model.stop_training` from what it sees at a step (that stop would
     come one step late): the `StepSink`s, `LogEvery`, `Throughput`,
-    `ValidateEvery` and `StepReduceLROnPlateau` do (`StepProgressBar` acts at
-    every step, so each step's logs would cross threads: not measured yet, it
-    stays on the training thread). The default, False, keeps every batch end of the
+    `ValidateEvery`, `StepReduceLROnPlateau` and `StepCheckpoint` (a signal's
+    handler stops training itself) do (`StepProgressBar` acts at every step, so
+    each step's logs would cross threads: not measured yet, it stays on the
+    training thread). The default, False, keeps every batch end of the
     run on the training thread, as any Keras callback with batch-end hooks does.
 
     Args:

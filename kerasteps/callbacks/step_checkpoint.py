@@ -250,11 +250,13 @@ class StepCheckpoint(StepCallback):
     `model.optimizer.learning_rate.assign(1e-5)`.
 
     **Signals**, as Lightning does it: while `fit()` runs, the first SIGTERM or
-    Ctrl-C (SIGINT), or any other signal in `signals`, makes the callback save a
-    checkpoint at the next batch end and stop training (`model.stop_training =
-    True`), with one WARNING line; `interrupted` is then True and `signal_received`
-    names the signal, so the script can exit (`128 + signal_received` by
-    convention). Off the main thread (Ray Train), where Python installs no signal
+    Ctrl-C (SIGINT), or any other signal in `signals`, stops training after the
+    step in progress (`model.stop_training = True`, set by the handler) and makes
+    the callback save that step, the run's last, with one WARNING line;
+    `interrupted` is then True and `signal_received` names the signal, so the
+    script can exit (`128 + signal_received` by convention). The handler itself
+    stops training, so Keras may run batch ends on a thread of its own (JAX,
+    PyTorch): the callback is `async_safe`. Off the main thread (Ray Train), where Python installs no signal
     handler, `request_stop()` does the same: call it from the main thread's
     handler or the cluster's preemption hook. A second signal goes to the handler
     that was there before: SIGTERM then kills, Ctrl-C raises `KeyboardInterrupt` at
@@ -343,6 +345,7 @@ class StepCheckpoint(StepCallback):
 
     role = "action"
     reads_values = False
+    async_safe = True  # a signal's handler stops training itself (see Signals)
 
     def __init__(
         self,
@@ -832,8 +835,13 @@ class StepCheckpoint(StepCallback):
             self._finish_background()
 
     def _stop_on_signal(self, event: StepEvent) -> None:
-        """After SIGTERM or Ctrl-C: save this step (unless not finite) and stop."""
-        if self.signal_received is not None and not self.interrupted:
+        """After SIGTERM or Ctrl-C: save this step (unless not finite) and stop.
+
+        Every step processed after the signal is saved: under async dispatch the
+        end of the step before the last one may be processed after the signal
+        (at the last one's batch begin), and the last one after it.
+        """
+        if self.signal_received is not None:
             self.interrupted = True
             self.model.stop_training = True
             if self.run.non_finite_at != event.step:
@@ -903,10 +911,12 @@ class StepCheckpoint(StepCallback):
         if self._monitor is not None:
             self._monitor.end(self.run)
         try:
-            if self.signal_received is not None and not self.interrupted:
+            if self.signal_received is not None:
                 self.interrupted = True  # the signal came after the final step's
-                if self._last is not None and self._last.step == final_step:
-                    self._pending = self._last
+                last = self._last  # dispatch: save that step (if not saved yet)
+                if last is not None and last.step == final_step:
+                    if self.run.non_finite_at != final_step:
+                        self._pending = self._pending or last
             self.flush()
             self._finish_background()
         finally:
@@ -921,7 +931,8 @@ class StepCheckpoint(StepCallback):
 
     # -- signals --------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> bool:
-        """Saves a checkpoint at the next batch end and stops, as a first signal does.
+        """Stops training after the step in progress and saves it, as a first
+        signal does.
 
         Where `fit()` runs off the main thread (Ray Train's workers, a thread of
         your own), Python installs no signal handler for it: call this from a
@@ -951,7 +962,7 @@ class StepCheckpoint(StepCallback):
         >>> callbacks = [checkpoint, preempt]
         >>> _ = model.fit(x, x, batch_size=2, verbose=0, callbacks=callbacks)
         >>> checkpoint.interrupted, checkpoint.last_saved.step
-        (True, 4)
+        (True, 3)
         """
         (signum,) = _signals.check_signals([signum], "signum")
         running = self._run is not None and not self._run.ended
@@ -962,9 +973,15 @@ class StepCheckpoint(StepCallback):
 
     def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
+        # Keras checks the flag after each batch end: training stops after the step
+        # in progress, whichever thread Keras runs batch ends on. Set on the run's
+        # model, not through `Callback.model`, which on JAX syncs the trained state:
+        # a handler runs between any two bytecodes of the training thread, where a
+        # sync could attach a state that the step in progress has donated.
+        self._run.model.stop_training = True
         self._wake()
         logger.warning(
-            "StepCheckpoint: received %s; saving a checkpoint at the next batch end, "
-            "then stopping training.",
+            "StepCheckpoint: received %s; stopping training after the step in "
+            "progress and saving a checkpoint of it.",
             signal.Signals(signum).name,
         )

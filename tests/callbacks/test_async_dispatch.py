@@ -1,7 +1,8 @@
 """Keras's async dispatch (JAX, PyTorch): kerasteps callbacks let Keras run batch ends
 on its callback thread, act at the next batch begin on the training thread, and write
-what a run with every batch end on the training thread writes, bitwise; at quiet
-steps the training thread reads nothing from the device.
+what a run with every batch end on the training thread writes, bitwise (checkpoints
+included); at quiet steps the training thread reads nothing from the device; a signal
+stops training after the step in progress, and that step is the one saved.
 
 On TensorFlow Keras never dispatches batch ends to a thread: both runs below are then
 synchronous, and the comparisons hold trivially; `test_the_async_run_was_async`
@@ -11,6 +12,8 @@ says which it was.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 
 import keras
@@ -22,6 +25,7 @@ from kerasteps._variables import ScalarReader
 from kerasteps.callbacks import (
     JSONLinesLogger,
     LogEvery,
+    StepCheckpoint,
     StepReduceLROnPlateau,
     StepTensorBoard,
     ValidateEvery,
@@ -70,18 +74,21 @@ class AsyncWitness(SyncWitness):
         self.final_step = steps_lib.global_step(self.model)
 
 
-def fit(tmp_path, witness, steps_per_execution=1):
-    """Trains with the sinks, validation every 4 steps and a plateau's cut, and
-    Keras's own validation at epoch ends; returns what the sinks wrote."""
+def fit(tmp_path, witness, steps_per_execution=1, checkpoint=None):
+    """Trains with the sinks, validation every 4 steps and a plateau's cut, a
+    checkpoint every 5 steps, and Keras's own validation at epoch ends; returns
+    what the sinks wrote."""
     model = tiny_model(steps_per_execution=steps_per_execution, metrics=["mae"])
     x, y = tiny_data(EXAMPLES)
     jsonl, tb = tmp_path / "log.jsonl", tmp_path / "tb"
+    checkpoint = checkpoint or StepCheckpoint(tmp_path / "ckpt", every=5, keep=100)
     callbacks = [
         ValidateEvery(4, (x[:8], y[:8]), prefix="val_steps_"),
         StepReduceLROnPlateau("val_steps_loss", patience=1, factor=0.5),
         LogEvery(EVERY),
         StepTensorBoard(str(tb), every=EVERY),
         JSONLinesLogger(str(jsonl), every=EVERY),
+        checkpoint,
         witness,
     ]
     model.fit(
@@ -104,6 +111,16 @@ def fit(tmp_path, witness, steps_per_execution=1):
     return model, records, scalars
 
 
+def saved_states(directory) -> dict[int, list[np.ndarray]]:
+    """The weights of each checkpoint of `directory`, by step."""
+    states = {}
+    for info in StepCheckpoint.list_checkpoints(directory):
+        model = tiny_model(metrics=["mae"])
+        StepCheckpoint.restore_checkpoint(model, info)
+        states[info.step] = [np.asarray(w) for w in model.get_weights()]
+    return states
+
+
 @pytest.mark.parametrize("steps_per_execution", [1, 3])
 def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
     tmp_path, caplog, steps_per_execution
@@ -111,7 +128,8 @@ def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
     """The same model, data and callbacks; one run beside a witness that is not
     async-safe (every batch end on the training thread), one beside an async-safe
     witness: the JSON lines, TensorBoard scalars and log lines are the same, the
-    weights bitwise, and Keras's logs the same at every batch."""
+    weights and every checkpoint's bitwise, and Keras's logs the same at every
+    batch."""
     runs = []
     for name, witness in [("sync", SyncWitness()), ("async", AsyncWitness())]:
         caplog.clear()
@@ -120,10 +138,11 @@ def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
         lines = [r.getMessage() for r in caplog.records]
         lines = [line for line in lines if " at step " in line]
         weights = [np.asarray(w) for w in model.get_weights()]
-        runs.append((records, scalars, lines, weights, witness.logs))
+        saved = saved_states(tmp_path / name / "ckpt")
+        runs.append((records, scalars, lines, weights, witness.logs, saved))
     if keras.backend.backend() != "tensorflow":  # the second run was async
         assert threading.get_ident() not in witness.threads
-    (records, scalars, lines, weights, logs), async_run = runs
+    (records, scalars, lines, weights, logs, saved), async_run = runs
     assert [r["step"] for r in records if "loss" in r][:3] == [3, 6, 9]
     assert any("val_steps_loss" in r for r in records)
     assert any("val_loss" in r for r in records)
@@ -135,6 +154,11 @@ def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
     executions = -(-EXAMPLES // BATCH // steps_per_execution)  # per epoch
     assert len(logs) == EPOCHS * executions
     assert logs == async_run[4]
+    assert sorted(saved) == sorted(async_run[5])
+    assert len(saved) >= 4  # every 5 steps: 5 (6 with 3 steps per execution)...25
+    for step, state in saved.items():
+        for a, b in zip(state, async_run[5][step], strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"checkpoint of step {step}")
 
 
 def test_the_async_run_was_async(tmp_path):
@@ -149,6 +173,37 @@ def test_the_async_run_was_async(tmp_path):
         assert witness.threads == {training_thread}
     else:
         assert witness.threads and training_thread not in witness.threads
+
+
+class Preemption(AsyncWitness):
+    """Async-safe: sends this process SIGTERM from the end of batch 5 (on Keras's
+    thread on JAX and PyTorch), as a scheduler does while training goes on."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        super().on_train_batch_end(batch, logs)
+        if batch == 5 and self.epoch == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_signal_under_async_dispatch_saves_the_step_where_training_stopped(
+    tmp_path,
+):
+    """SIGTERM while Keras runs batch ends on its thread: the handler stops
+    training after the step in progress, and the checkpoint holds that step, the
+    run's last, bitwise (the model's weights equal the restored checkpoint's)."""
+    checkpoint = StepCheckpoint(tmp_path / "ckpt", every=100, keep=100)
+    witness = Preemption()
+    model, _, _ = fit(tmp_path, witness, checkpoint=checkpoint)
+    final = steps_lib.global_step(model)
+    assert checkpoint.interrupted and checkpoint.signal_received == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handed back
+    assert 6 <= final < EPOCHS * EXAMPLES // BATCH  # stopped early: 26 steps in all
+    saved = saved_states(tmp_path / "ckpt")
+    assert max(saved) == final == checkpoint.last_saved.step == witness.final_step
+    for a, b in zip(saved[final], model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    if keras.backend.backend() != "tensorflow":
+        assert witness.threads and threading.get_ident() not in witness.threads
 
 
 def test_kerasteps_reads_the_state_on_the_training_thread_only(tmp_path, monkeypatch):

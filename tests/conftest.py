@@ -44,18 +44,13 @@ if os.environ.get("KERAS_BACKEND") == "jax" and (
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
 
-import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.helpers import (  # noqa: E402
-    B_ACCURACY,
-    B_LEARNING_RATE,
-    B_LOSS,
-    TRAIN_ACCURACY,
-    TRAIN_LOSS,
-    write_scalars,
-    write_simple_values,
-)
+# Keras (and TensorFlow with it) is imported where a hook or fixture needs it, not
+# here: with `-n 2` this file is also loaded by pytest-xdist's controller, which runs
+# no test and starts the workers only after loading it (importing Keras there cost
+# 8 CPU-s and delayed both workers by 7 s, in each of the two runs of the README's
+# test command).
 
 #: The test files that take longest on 2 cores (`--durations` of the README's test
 #: command), longest first. They are collected first and, with `--dist loadfile
@@ -82,6 +77,8 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     """Puts the longest files first (`LONGEST_FIRST`); skips `tensorflow_only`
     tests on the other backends, saying why."""
+    import keras
+
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     backend = keras.backend.backend()
@@ -119,6 +116,8 @@ def _clear_keras_session():
     again after each test's `clear_session()` (which has just collected that
     test's garbage) keeps the next one to what the next test leaves.
     """
+    import keras
+
     yield
     keras.backend.clear_session()
     gc.freeze()
@@ -138,6 +137,16 @@ def log_dir(tmp_path_factory) -> Path:
     """Two runs at different depths ("a/train", "b"), two tags each, plus one
     simple_value tag and a histogram (not a scalar) in run "b"."""
     import tensorflow as tf
+
+    from tests.helpers import (
+        B_ACCURACY,
+        B_LEARNING_RATE,
+        B_LOSS,
+        TRAIN_ACCURACY,
+        TRAIN_LOSS,
+        write_scalars,
+        write_simple_values,
+    )
 
     root = tmp_path_factory.mktemp("logs")
     write_scalars(

@@ -256,13 +256,14 @@ class StepCheckpoint(StepCallback):
     `interrupted` is then True and `signal_received` names the signal, so the
     script can exit (`128 + signal_received` by convention). The handler itself
     stops training, so Keras may run batch ends on a thread of its own (JAX,
-    PyTorch): the callback is `async_safe`. Off the main thread (Ray Train), where Python installs no signal
-    handler, `request_stop()` does the same: call it from the main thread's
-    handler or the cluster's preemption hook. A second signal goes to the handler
-    that was there before: SIGTERM then kills, Ctrl-C raises `KeyboardInterrupt` at
-    once. Handlers are installed on the main thread when the run begins and
-    restored when it ends; after a `fit()` that raised (no hook runs then), a
-    handler that finds its run gone steps aside and re-delivers the signal.
+    PyTorch): the callback is `async_safe`. Off the main thread (Ray Train),
+    where Python installs no signal handler, `request_stop()` does the same: call
+    it from the main thread's handler or the cluster's preemption hook. A second
+    signal goes to the handler that was there before: SIGTERM then kills, Ctrl-C
+    raises `KeyboardInterrupt` at once. Handlers are installed on the main thread
+    when the run begins and restored when it ends; after a `fit()` that raised (no
+    hook runs then), a handler that finds its run gone steps aside and re-delivers
+    the signal.
 
     **Best checkpoints** (`monitor="val_loss"`): a value is judged at the step it
     is about, where a validation computed it (`ValidateEvery`'s steps, or Keras's

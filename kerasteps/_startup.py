@@ -125,12 +125,12 @@ def quiet_startup(keras: bool = True) -> None:
     """Imports TensorFlow (and Keras) without TensorFlow's start-up log lines.
 
     Call it before the first `import keras` or `import tensorflow` of a program;
-    later imports of them are then free and print nothing. It imports TensorFlow
-    when it is installed, whatever the Keras backend (kerasteps's TensorBoard
-    writer and `tf.data` pipelines use it), lists its devices (which prints the
-    cuInit line on a machine without a GPU), then imports Keras and its backend;
-    and sets `TF_CPP_MIN_LOG_LEVEL=1` unless the environment sets it. Any other
-    line written meanwhile (a Python warning, an error) is still shown.
+    later imports of them are then free and print nothing. It imports Keras and
+    its backend, then TensorFlow when it is installed, whatever the Keras backend
+    (kerasteps's TensorBoard writer and `tf.data` pipelines use it), and lists its
+    devices (which prints the cuInit line on a machine without a GPU); and sets
+    `TF_CPP_MIN_LOG_LEVEL=1` unless the environment sets it. Any other line
+    written meanwhile (a Python warning, an error) is still shown.
     Called again, or after TensorFlow was imported, it only imports what is
     missing. With `KERASTEPS_VERBOSE=1` it only imports.
 
@@ -146,8 +146,13 @@ def quiet_startup(keras: bool = True) -> None:
     if not verbose():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     with filtered_stderr():
-        if installed("tensorflow") and "tensorflow" not in sys.modules:
-            tensorflow = importlib.import_module("tensorflow")
-            tensorflow.config.list_physical_devices()
+        fresh = installed("tensorflow") and "tensorflow" not in sys.modules
+        # Keras first: with PyTorch's CUDA wheel (torch 2.14.1+cu130 beside
+        # TensorFlow 2.21, no GPU) the process crashes (SIGSEGV in
+        # `torch.cuda.is_available()`, which Keras's torch backend calls at import)
+        # once TensorFlow has listed its devices; the other order runs.
         if keras:
             importlib.import_module("keras")
+        if fresh:
+            tensorflow = importlib.import_module("tensorflow")
+            tensorflow.config.list_physical_devices()

@@ -913,11 +913,13 @@ class StepCheckpoint(StepCallback):
             self._monitor.end(self.run)
         try:
             if self.signal_received is not None:
-                self.interrupted = True  # the signal came after the final step's
-                last = self._last  # dispatch: save that step (if not saved yet)
-                if last is not None and last.step == final_step:
-                    if self.run.non_finite_at != final_step:
-                        self._pending = self._pending or last
+                # The signal may have come after the final step's dispatch: save
+                # that step too (`_save_now` skips it if it was saved).
+                self.interrupted = True
+                last = self._last
+                final = last is not None and last.step == final_step
+                if final and self.run.non_finite_at != final_step:
+                    self._pending = self._pending or last
             self.flush()
             self._finish_background()
         finally:

@@ -87,7 +87,10 @@ def test_the_final_checkpoint_is_committed_within_the_budget(tmp_path, caplog):
     assert StepCheckpoint.latest(tmp_path).step == stop.stopped_step
     saved = saved_time(tmp_path, stop.stopped_step)
     assert saved["stopped_step"] == stop.stopped_step
-    assert 2.0 < saved["elapsed"] < 2.5
+    # Saved after the stop, at which `left` of the 2.5 s was left (the line
+    # rounds to 1 ms); a save measured slow under load widens the margin (a 195 ms
+    # save once stopped it at 1.94 s).
+    assert 2.5 - left - 0.005 < saved["elapsed"] < 2.5
     line = record.message
     assert line.startswith(f"StopAtTime: stopping at step {stop.stopped_step} after ")
     assert "would not cover twice one more step (" in line

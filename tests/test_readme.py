@@ -98,7 +98,9 @@ def test_own_gan_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
 
 
 def test_quickstart_prints_what_the_readme_shows(tmp_path):
-    """The quickstart's first command, as a user types it (about 10 s)."""
+    """The quickstart's first command, as a user types it (about 10 s): in a new
+    process, with a user's environment, so its stderr (the README's INFO lines,
+    line for line) also shows that no TensorFlow start-up line gets through."""
     shown = blocks(section("Quickstart"), "text")[0].strip().splitlines()
     # Getting started shows the same first run.
     started = blocks(section("The first run", "docs/getting-started.md"), "text")[0]
@@ -116,6 +118,7 @@ def test_quickstart_prints_what_the_readme_shows(tmp_path):
     logged = [line for line in shown if line.startswith("INFO:")]
     assert result.stderr.splitlines() == logged
     assert result.stdout.splitlines() == [line for line in shown if line not in logged]
+    assert (tmp_path / "logs/global_step/run-1/model.keras").is_file()
 
 
 def test_why_kerasteps_quotes_what_keras_does_as_measured():

@@ -32,7 +32,8 @@ import pytest
 
 from kerasteps.callbacks import LogEvery, StepProgressBar, _terminal
 from kerasteps.callbacks._terminal import LiveLine
-from tests.helpers import ROOT
+from tests import zygote
+from tests.helpers import ROOT, script_environment
 
 SCRIPT = ROOT / "tests" / "scripts" / "progress_terminal.py"
 
@@ -137,12 +138,12 @@ def _read_to_end(master: int) -> bytes:
 
 
 def _run_in_terminal(columns: int, *args: str) -> str:
+    """Runs the script with its stdout and stderr on a terminal, buffered as a
+    user's Python has them there (line-buffered, not `PYTHONUNBUFFERED`)."""
     term = Terminal(columns)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(ROOT), env.get("PYTHONPATH")])
-    )
-    process = subprocess.Popen(
+    env = script_environment()
+    del env["PYTHONUNBUFFERED"]
+    process = zygote.Popen(
         [sys.executable, str(SCRIPT), *args],
         stdin=subprocess.DEVNULL,
         stdout=term.slave,
@@ -485,8 +486,12 @@ def test_lines_show_without_any_logging_setup(tmp_path):
                   callbacks=[LogEvery(Every(2, start=1))])
     """)
     )
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    result = zygote.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=script_environment(),
     )
     assert result.returncode == 0, result.stderr
     lines = [

@@ -138,6 +138,44 @@ def test_sigint_is_what_a_new_python_would_have():
     assert shown(given)["sigint"] == str(signal.default_int_handler)
 
 
+STREAMS = (
+    "import json, sys\n"
+    "json.dump({name: [s.isatty(), s.line_buffering, s.write_through, s.encoding,"
+    " s.errors, type(s.buffer).__name__] for name, s in"
+    " [('stdin', sys.stdin), ('stdout', sys.stdout), ('stderr', sys.stderr)]},"
+    " open(sys.argv[1], 'w'))\n"
+)
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_streams_on_a_terminal_are_a_new_pythons(tmp_path, unbuffered):
+    """stdin and stdout on a terminal: line-buffered as a new Python makes them
+    (unless unbuffered), which the zygote's, started on /dev/null, were not."""
+    env = script_environment()
+    if not unbuffered:
+        del env["PYTHONUNBUFFERED"]
+    found = {}
+    for name, popen in (("new", subprocess.Popen), ("forked", zygote.Popen)):
+        master, slave = os.openpty()
+        try:
+            process = popen(
+                [sys.executable, "-c", STREAMS, str(tmp_path / name)],
+                stdin=slave,
+                stdout=slave,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            assert process.wait(timeout=120) == 0, process.stderr.read()
+        finally:
+            os.close(slave)
+            os.close(master)
+        assert getattr(process, "forked", False) is (name == "forked")
+        found[name] = json.loads((tmp_path / name).read_text())
+    assert found["forked"] == found["new"]
+    assert found["new"]["stdout"][:3] == [True, not unbuffered, unbuffered]
+    assert found["new"]["stderr"][:3] == [False, not unbuffered, unbuffered]
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -13,8 +13,10 @@ behave as with a fresh Python.
 
 What a forked child cannot reproduce, and where `Popen` therefore starts a fresh
 Python instead: an interpreter option (`-u`, `-X`, ...), a `preexec_fn` (but
-`as_in_a_terminal`), `pass_fds`, `user`, `group`, `umask`, a terminal for stdin,
-stdout or stderr (Python chose the buffering of its streams at start). An environment
+`as_in_a_terminal`), `pass_fds`, `user`, `group`, `umask`. A terminal for a standard
+stream is reproduced: a new Python line-buffers its stdin and stdout when they are
+terminals (stderr always), unless unbuffered, and a child whose streams are
+terminals does the same to the zygote's. An environment
 that differs from the zygote's in a variable read while Python and those modules
 start (`IMPORT_TIME`, except `LATE`) gets a zygote started with it. The zygote frees
 its garbage and freezes what is left (`gc.freeze()`) before it forks: a child's exit
@@ -187,7 +189,6 @@ class Popen(subprocess.Popen):
             or pass_fds
             or (gid, gids, uid) != (None, None, None)
             or umask != -1
-            or any(os.isatty(fd) for fd in fds)
         ):
             return super()._execute_child(
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
@@ -308,6 +309,12 @@ def _become(request: dict) -> None:
             signal.signal(number, signal.default_int_handler)
         else:
             signal.signal(number, signal.SIG_DFL)
+    # A new Python line-buffers a buffered stdin or stdout on a terminal (its
+    # stderr always is); the zygote started with both on /dev/null.
+    if not sys.stderr.write_through:  # buffered: `PYTHONUNBUFFERED` was not set
+        for stream in (sys.stdin, sys.stdout):
+            if stream is not None and os.isatty(stream.fileno()):
+                stream.reconfigure(line_buffering=True)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

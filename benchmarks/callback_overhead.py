@@ -10,6 +10,10 @@ Runs, in one process and in interleaved rounds (the order shuffled each round),
   ends on its thread, and kerasteps acts at the next batch begin;
 - `ks_full`: the same, with `ValidateEvery(500)` on 20 batches of 64 and
   `StepCheckpoint(every=500)` (async saves, keep 2);
+- `ks_stops`: the `kerasteps` set with the callbacks that may stop training, none
+  of which stops: `StopOnNonFinite(every=100)`, `StopAtStep` far ahead and
+  `StopAtTime` a day ahead. On JAX and PyTorch the ends of the executions where a
+  callback acts then run on the training thread, the others on Keras's;
 - `keras_tb`: `keras.callbacks.TensorBoard(update_freq=100)`;
 - `keras_sync`: a Keras callback whose `on_train_batch_end` does nothing and that is
   not async-safe: on JAX and PyTorch, what any such callback costs (Keras then runs
@@ -69,6 +73,9 @@ from kerasteps.callbacks import (  # noqa: E402
     StepCallback,
     StepCheckpoint,
     StepTensorBoard,
+    StopAtStep,
+    StopAtTime,
+    StopOnNonFinite,
     Throughput,
     ValidateEvery,
 )
@@ -292,6 +299,15 @@ def main() -> None:
                 StepCheckpoint(
                     os.path.join(root, f"ckpt{run}"), every=5 * EVERY, keep=2
                 ),
+            ],
+            "ks_stops": [
+                LogEvery(EVERY),
+                StepTensorBoard(os.path.join(root, f"kst{run}"), every=EVERY),
+                JSONLinesLogger(os.path.join(root, f"kst{run}.jsonl"), every=EVERY),
+                Throughput(EVERY),
+                StopOnNonFinite(every=EVERY),
+                StopAtStep(10**9),
+                StopAtTime(86400, carry=False),
             ],
             "keras_tb": [
                 keras.callbacks.TensorBoard(

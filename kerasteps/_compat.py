@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
+    "AsyncTrainSwitch",
     "JaxTrainerWithOptimizers",
     "ProgbarFromStep",
     "all_layers",
@@ -303,6 +304,80 @@ def sync_jax_state(model: Any) -> None:
         if callable(sync):
             sync()
             return
+
+
+class AsyncTrainSwitch:
+    """Runs the train batch ends of one `keras.callbacks.CallbackList` on Keras's
+    callback thread or on the training thread, execution by execution.
+
+    Why: Keras decides once per `fit()` whether batch ends run on its thread
+    (`CallbackList._async_train`, from every callback's `async_safe`) and checks
+    `model.stop_training` right after it hands a batch end over. A stop decided
+    at a batch end must be set on the training thread before that check, so
+    kerasteps turns the hand-over off for the executions where a callback may
+    stop training (`_flush_futures` first, `_clear_futures` in Keras < 3.11: the
+    ends handed over earlier run before), and on again for the quiet ones.
+
+    Args:
+        callbacks: The `CallbackList` of the running `fit()`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import AsyncTrainSwitch
+    >>> callbacks = keras.callbacks.CallbackList([])
+    >>> switch = AsyncTrainSwitch(callbacks)
+    >>> switch.set(False)  # off for the next execution (if Keras had it on)
+    >>> callbacks._async_train
+    False
+    """
+
+    def __init__(self, callbacks: Any):
+        self._callbacks = callbacks
+        self._flush = (
+            getattr(callbacks, "_flush_futures", None) or callbacks._clear_futures
+        )
+        #: Whether Keras hands the run's batch ends to its thread (never on
+        #: TensorFlow, nor beside a callback that is not async-safe).
+        self.available = callbacks._async_train is True
+
+    def set(self, asynchronous: bool) -> None:
+        """Hands the next batch ends to Keras's thread (True, when Keras chose to)
+        or runs them on the training thread (False)."""
+        asynchronous = asynchronous and self.available
+        if self._callbacks._async_train == asynchronous:
+            return
+        if not asynchronous:
+            self._flush()
+        self._callbacks._async_train = asynchronous
+
+    @classmethod
+    def calling(cls, callback: Any) -> AsyncTrainSwitch | None:
+        """The switch of the `CallbackList` whose hook is calling `callback`'s (a
+        few frames up: Keras's `on_train_begin` calls each callback's), or None
+        when no caller is a `CallbackList` holding it."""
+        import keras
+
+        frame = sys._getframe(1)
+        for _ in range(6):
+            if frame is None:
+                return None
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, keras.callbacks.CallbackList) and any(
+                each is callback for each in owner.callbacks
+            ):
+                try:
+                    return cls(owner)
+                except AttributeError as error:
+                    logger.warning(
+                        "kerasteps: this Keras's CallbackList lacks what kerasteps "
+                        "switches its batch ends with (%s): where Keras runs them "
+                        "on its thread, a stop may come an execution late.",
+                        error,
+                    )
+                    return None
+            frame = frame.f_back
+        return None
 
 
 def _trainer_class(module: types.ModuleType) -> type:

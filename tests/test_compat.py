@@ -18,6 +18,8 @@ import os
 import struct
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 import types
 from pathlib import Path
@@ -212,6 +214,59 @@ def test_jax_trainer_with_optimizers_trains_as_keras():
 
 
 @pytest.mark.tensorflow_only("TensorFlow's trainer")
+class _FindsItsSwitch(keras.callbacks.Callback):
+    async_safe = True
+
+    def on_train_begin(self, logs=None):
+        self.switch = _compat.AsyncTrainSwitch.calling(self)
+
+
+class _RecordsBatchEnds(keras.callbacks.Callback):
+    """Async-safe: the batch and thread of each end; the first one slow."""
+
+    async_safe = True
+
+    def __init__(self):
+        super().__init__()
+        self.ends: list[tuple[int, int]] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 0:
+            time.sleep(0.2)
+        self.ends.append((batch, threading.get_ident()))
+
+
+@pytest.mark.neutral
+def test_async_train_switch():
+    """Found from a callback's `on_train_begin` in `fit()`, available where Keras
+    hands batch ends to its thread (JAX, PyTorch); off, the ends handed over run
+    first and the next one runs on this thread; on, they are handed over again."""
+    finder = _FindsItsSwitch()
+    x = np.ones((2, 2), "float32")
+    _tiny_model().fit(x, x[:, :1], epochs=1, verbose=0, callbacks=[finder])
+    assert finder.switch is not None
+    assert finder.switch.available is (BACKEND != "tensorflow")
+
+    recorder = _RecordsBatchEnds()
+    callbacks = keras.callbacks.CallbackList([recorder])
+    switch = _compat.AsyncTrainSwitch(callbacks)
+    here = threading.get_ident()
+    callbacks.on_train_begin()
+    try:
+        callbacks.on_train_batch_end(0)
+        switch.set(False)
+        assert [batch for batch, _ in recorder.ends] == [0]  # waited for it
+        callbacks.on_train_batch_end(1)
+        assert recorder.ends[-1] == (1, here)
+        switch.set(True)
+        callbacks.on_train_batch_end(2)
+    finally:
+        callbacks.on_train_end()
+    assert [batch for batch, _ in recorder.ends] == [0, 1, 2]
+    assert (recorder.ends[2][1] != here) is switch.available
+    assert (recorder.ends[0][1] != here) is switch.available
+
+
 def test_patch_tf_multi_worker():
     import tensorflow as tf
     from keras.src.backend.tensorflow import trainer as tf_trainer

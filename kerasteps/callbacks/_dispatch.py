@@ -25,11 +25,16 @@ training thread at the next batch begin (Keras calls it there, before the next
 step), or at the epoch end or train end that follows the epoch's last batch (Keras
 has waited for its thread there). The trained state is then exactly the state after
 that step, as at a batch end. At quiet steps nothing is read: the training thread
-never waits for the device there. Only callbacks that never set
-`model.stop_training` from values of a step declare `async_safe` (a stop decided
-at the next batch begin would let one more step train); the others keep every
-batch end on the training thread. `StepCheckpoint` stops at a signal, but its
-handler sets the flag itself, so Keras stops after the step in progress.
+never waits for the device there. A stop decided at the next batch begin would
+let one more step train, so callbacks that may set `model.stop_training` from a
+step (`stops_training`) have the ends of the executions where a callback acts (or
+that begin woken by a timer or signal) run on the training thread, through Keras's
+switch (`_compat.AsyncTrainSwitch`, set at each batch begin); at an end that
+Keras's thread got (a wake came mid-execution) they do not act, and the next
+execution's end runs on the training thread, where they do. `StepCheckpoint` stops
+at a signal, but its handler sets the flag itself, so Keras stops after the step
+in progress. Callbacks that are not async-safe keep every batch end of the run on
+the training thread.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from typing import Any
 
 import keras
 
-from kerasteps import distribute
+from kerasteps import _compat, distribute
 from kerasteps import steps as steps_lib
 from kerasteps._resume_state import ResumeState
 from kerasteps.callbacks._carry import Member, RunCarry
@@ -129,6 +134,14 @@ class Dispatcher:
         self._wake = False
         self._provided: tuple[int, set[str]] = (-1, set())
         self._warned: set[str] = set()
+        #: Keras's switch between its callback thread and the training thread for
+        #: batch ends (`_compat.AsyncTrainSwitch`), used when a callback may stop
+        #: training (`stops_training`); None when Keras has no such switch.
+        self.switch: _compat.AsyncTrainSwitch | None = None
+        self._switch_sought = False
+        self._stoppers = False
+        #: True while an end that Keras's callback thread got is processed.
+        self._deferred = False
         #: What the run's callbacks see of it (`kerasteps.callbacks.StepRun`).
         self.run = StepRun(self)
 
@@ -155,6 +168,7 @@ class Dispatcher:
                 group.sort(key=lambda member: ROLES.index(member.callback.role))
             members = self._members + self._passive
             self.carry.last_readers = [m.callback for m in members if m.reads("last")]
+            self._stoppers = any(m.callback.stops_training for m in self._members)
             self._next_due = 0
             self._quiet_until = -1
 
@@ -199,6 +213,14 @@ class Dispatcher:
         checkpointer = self.checkpointer()
         return None if checkpointer is None else checkpointer.store.directory
 
+    def find_switch(self, callback: StepCallback) -> None:
+        """Finds the switch of the `CallbackList` calling `callback` (once per run;
+        kept where Keras hands batch ends to its thread)."""
+        if not self._switch_sought:
+            self._switch_sought = True
+            switch = _compat.AsyncTrainSwitch.calling(callback)
+            self.switch = switch if switch is not None and switch.available else None
+
     def wake(self) -> None:
         """Makes the next batch end dispatch to every callback (a signal arrived)."""
         self._wake = True
@@ -237,6 +259,11 @@ class Dispatcher:
         if self._unprocessed():
             self._deferred_end(self._begun, batch - 1)
         self._begun = batch
+        if self._stoppers and self.switch is not None:
+            # Keras's thread for the ends of quiet executions only: where a
+            # callback may stop training, it must decide before Keras checks.
+            end = batch + self.tracker.steps_per_execution - 1
+            self.switch.set(not self._wake and end < self._quiet_until)
 
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
         """Processes one Keras batch end for every registered callback, once; on
@@ -296,7 +323,11 @@ class Dispatcher:
             logs = self._pool_logs[end]
             for key in [k for k in list(self._pool_logs) if k <= end]:
                 del self._pool_logs[key]
-        self._process(end, logs)
+        self._deferred = True
+        try:
+            self._process(end, logs)
+        finally:
+            self._deferred = False
 
     def _settle(self) -> None:
         """Processes the epoch's last batch end if it was dispatched to Keras's
@@ -378,6 +409,12 @@ class Dispatcher:
         """Calls one callback at a step: `on_step` when its schedule fired (or a
         sink with values that providers added), else `on_other_step`."""
         callback = member.callback
+        if self._deferred and callback.stops_training and self.switch is not None:
+            # Keras has gone on past this end: a stop decided here would come an
+            # execution late. The next execution's end runs on the training thread
+            # (a wake), where the callback decides.
+            self._wake = True
+            return
         if fired:
             member.last_fired = record.step
         elif not (

@@ -42,10 +42,15 @@ class StepCallback(keras.callbacks.Callback):
     never sets `model.stop_training` from what it sees at a step (that stop would
     come one step late): the `StepSink`s, `LogEvery`, `Throughput`,
     `ValidateEvery`, `StepReduceLROnPlateau` and `StepCheckpoint` (a signal's
-    handler stops training itself) do (`StepProgressBar` acts at every step, so
-    each step's logs would cross threads: not measured yet, it stays on the
-    training thread). The default, False, keeps every batch end of the
-    run on the training thread, as any Keras callback with batch-end hooks does.
+    handler stops training itself) do. One that may stop declares
+    `stops_training = True` too (`StopAtStep`, `StepEarlyStopping`,
+    `StopOnNonFinite`, `StopAtTime`): in a run with one, Keras runs the batch ends
+    of the executions where any callback acts (or a timer or signal woke the run)
+    on the training thread, so a stop decided there comes before Keras's check,
+    and hands only the quiet ones to its thread. (`StepProgressBar` acts at every
+    step, so each step's logs would cross threads: not measured yet, it stays on
+    the training thread.) The default, False, keeps every batch end of the run on
+    the training thread, as any Keras callback with batch-end hooks does.
 
     Args:
         every: Positive int or `kerasteps.Every`, when `on_step` fires. `None` for a
@@ -85,9 +90,13 @@ class StepCallback(keras.callbacks.Callback):
     #: False for callbacks that never record training values (control callbacks):
     #: the dispatcher keeps no window for them, and their events carry none.
     reads_values: ClassVar[bool] = True
-    #: Keras may run the run's batch ends on a thread of its own: True only for a
-    #: callback that never stops training from what it sees at a step (see above).
+    #: Keras may run the run's batch ends on a thread of its own: True for a
+    #: callback that never stops training from what it sees at a step, or that
+    #: declares `stops_training` (see above).
     async_safe: ClassVar[bool] = False
+    #: The callback may set `model.stop_training` from what it sees at a step: the
+    #: ends of executions where it may act run on the training thread (see above).
+    stops_training: ClassVar[bool] = False
     #: Under a multi-worker `tf.distribute` strategy, act on the chief only (sinks).
     chief_only: ClassVar[bool] = False
     #: A provider's key prefix (`"val_"`): Keras's own values with it are warned of.
@@ -258,6 +267,7 @@ class StepCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         dispatcher = get_dispatcher(self.model, self.params)
         self._dispatcher = dispatcher  # the Keras hooks below feed it
+        dispatcher.find_switch(self)
         self._run = dispatcher.run
         if not self.active:
             dispatcher.register(self, active=False)  # on another worker: no acts

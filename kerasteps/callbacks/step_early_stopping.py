@@ -93,6 +93,9 @@ class StepEarlyStopping(Plateau):
     (15, 5)
     """
 
+    async_safe = True
+    stops_training = True  # at ends on the training thread (`StepCallback`)
+
     def __init__(
         self,
         monitor: str = "val_loss",

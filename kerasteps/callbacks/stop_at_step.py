@@ -56,6 +56,8 @@ class StopAtStep(StepCallback):
     """
 
     role = "action"
+    async_safe = True
+    stops_training = True  # at ends on the training thread (`StepCallback`)
     reads_values = False
 
     def __init__(self, max_steps: int):

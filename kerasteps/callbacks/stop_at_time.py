@@ -73,6 +73,8 @@ class StopAtTime(StepCallback):
     """
 
     role = "action"
+    async_safe = True
+    stops_training = True  # at ends on the training thread (`StepCallback`)
     reads_values = False
 
     def __init__(

@@ -100,6 +100,8 @@ class StopOnNonFinite(StepCallback):
     """
 
     role = "guard"
+    async_safe = True
+    stops_training = True  # at ends on the training thread (`StepCallback`)
     reads_values = False
 
     def __init__(

@@ -11,6 +11,7 @@ says which it was.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -20,14 +21,19 @@ import keras
 import numpy as np
 import pytest
 
+from kerasteps import Every
 from kerasteps import steps as steps_lib
 from kerasteps._variables import ScalarReader
 from kerasteps.callbacks import (
     JSONLinesLogger,
     LogEvery,
     StepCheckpoint,
+    StepEarlyStopping,
     StepReduceLROnPlateau,
     StepTensorBoard,
+    StopAtStep,
+    StopAtTime,
+    StopOnNonFinite,
     ValidateEvery,
 )
 from tests.helpers import read_jsonl, read_scalars, tiny_data, tiny_model
@@ -74,12 +80,13 @@ class AsyncWitness(SyncWitness):
         self.final_step = steps_lib.global_step(self.model)
 
 
-def fit(tmp_path, witness, steps_per_execution=1, checkpoint=None):
+def fit(tmp_path, witness, steps_per_execution=1, checkpoint=None, stops=(), y=None):
     """Trains with the sinks, validation every 4 steps and a plateau's cut, a
-    checkpoint every 5 steps, and Keras's own validation at epoch ends; returns
-    what the sinks wrote."""
+    checkpoint every 5 steps, and Keras's own validation at epoch ends (and the
+    callbacks `stops`, on targets `y`); returns what the sinks wrote."""
     model = tiny_model(steps_per_execution=steps_per_execution, metrics=["mae"])
-    x, y = tiny_data(EXAMPLES)
+    x, targets = tiny_data(EXAMPLES)
+    y = targets if y is None else y
     jsonl, tb = tmp_path / "log.jsonl", tmp_path / "tb"
     checkpoint = checkpoint or StepCheckpoint(tmp_path / "ckpt", every=5, keep=100)
     callbacks = [
@@ -89,6 +96,7 @@ def fit(tmp_path, witness, steps_per_execution=1, checkpoint=None):
         StepTensorBoard(str(tb), every=EVERY),
         JSONLinesLogger(str(jsonl), every=EVERY),
         checkpoint,
+        *stops,
         witness,
     ]
     model.fit(
@@ -173,6 +181,91 @@ def test_the_async_run_was_async(tmp_path):
         assert witness.threads == {training_thread}
     else:
         assert witness.threads and training_thread not in witness.threads
+
+
+def _stops(case: str) -> list:
+    """The callbacks that may stop training, each case with one that stops: at a
+    step, on a validation that did not improve, on a non-finite loss (the
+    targets of batch 9 are NaN), or on time."""
+    never = {
+        "at-step": StopAtStep(20),
+        "early": StepEarlyStopping("val_steps_loss", patience=1, min_delta=10.0),
+        "non-finite": StopOnNonFinite(every=EVERY),
+        "time": StopAtTime(0.6),
+    }
+    others = {
+        "at-step": StopAtStep(10**6),
+        "early": StepEarlyStopping("val_steps_loss", patience=10**6),
+        "non-finite": StopOnNonFinite(every=EVERY),
+        "time": StopAtTime(3600),
+    }
+    if case == "time":  # a run without validation
+        del others["early"]
+    return [never[case], *(stop for name, stop in others.items() if name != case)]
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+@pytest.mark.parametrize("case", ["at-step", "early", "non-finite"])
+def test_a_stop_under_async_dispatch_comes_at_the_step_of_a_sync_run(
+    tmp_path, case, steps_per_execution
+):
+    """Callbacks that may stop training beside the sinks: the run stops at the
+    same step with or without async dispatch, and writes the same, bitwise; the
+    ends of quiet executions still ran on Keras's thread."""
+    x, y = tiny_data(EXAMPLES)
+    if case == "non-finite":
+        y[BATCH * 9 : BATCH * 10] = np.nan
+    runs = []
+    for name, witness in [("sync", SyncWitness()), ("async", AsyncWitness())]:
+        stops = _stops(case)
+        model, records, scalars = fit(
+            tmp_path / name, witness, steps_per_execution, stops=stops, y=y
+        )
+        final = steps_lib.global_step(model)
+        weights = [np.asarray(w) for w in model.get_weights()]
+        runs.append((final, stops[0].stopped_step, records, scalars, weights))
+        saved = saved_states(tmp_path / name / "ckpt")
+        runs[-1] += (saved,)
+    (final, stopped, records, scalars, weights, saved), async_run = runs
+    assert stopped == final < EPOCHS * EXAMPLES // BATCH  # it stopped the run
+    assert (final, stopped) == async_run[:2]
+    # As text: a NaN equals a NaN there.
+    assert json.dumps(records) == json.dumps(async_run[2])
+    assert repr(scalars) == repr(async_run[3])
+    for a, b in zip(weights, async_run[4], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert sorted(saved) == sorted(async_run[5])
+    for step, state in saved.items():
+        for a, b in zip(state, async_run[5][step], strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"checkpoint of step {step}")
+    if keras.backend.backend() != "tensorflow" and steps_per_execution == 1:
+        # Quiet ends ran on Keras's thread (with 3 steps per execution a sink is
+        # due at every end: none is quiet).
+        assert witness.threads - {threading.get_ident()}
+
+
+def test_stop_at_time_under_async_dispatch_stops_where_it_says(tmp_path):
+    """`StopAtTime` decides at an end on the training thread: the step it
+    stopped at is the run's last, and the final checkpoint's."""
+    witness = AsyncWitness()
+    stops = _stops("time")
+    checkpoint = StepCheckpoint(tmp_path / "ckpt", every=Every(10**6, last=True))
+    x, y = tiny_data(EXAMPLES)
+    model = tiny_model(metrics=["mae"])
+    model.fit(
+        np.tile(x, (200, 1)),
+        np.tile(y, (200, 1)),
+        batch_size=BATCH,
+        epochs=10**6,
+        verbose=0,
+        shuffle=False,
+        callbacks=[*stops, checkpoint, witness],
+    )
+    final = steps_lib.global_step(model)
+    assert stops[0].stopped_step == final == witness.final_step
+    assert checkpoint.last_saved.step == final
+    if keras.backend.backend() != "tensorflow":
+        assert witness.threads - {threading.get_ident()}
 
 
 class Preemption(AsyncWitness):

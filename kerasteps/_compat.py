@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "AsyncTrainSwitch",
+    "JaxStateReader",
     "JaxTrainerWithOptimizers",
     "ProgbarFromStep",
     "all_layers",
@@ -40,6 +41,7 @@ __all__ = [
     "is_saveable",
     "keras_version",
     "learning_rate_schedule",
+    "learning_rate_source",
     "load_events",
     "masked_crc32c",
     "once_after_build",
@@ -279,6 +281,83 @@ class JaxTrainerWithOptimizers:
         trainable, non_trainable, _, metrics = super()._get_state_sharding_spec()
         optimizer = [v.value.sharding for v in self._all_optimizer_variables()]
         return trainable, non_trainable, optimizer, metrics
+
+
+class JaxStateReader:
+    """Reads variables of a JAX `fit()` in progress from the state Keras keeps
+    apart, in one transfer, without putting that state back into the model.
+
+    Between two steps of a JAX `fit()`, Keras holds the trained values outside the
+    model's variables (`model._jax_state`, the variables themselves emptied), and
+    `jax_state_sync()` assigns every variable of the model back (the next step
+    then takes them all apart again). A point where sinks write needs a few
+    scalars: the metrics' totals and counts, a learning rate. `read` gives the
+    values a sync would put into the variables asked for, from the state's arrays
+    (one `jax.device_get`), and remembers them until the next step; None where
+    there is no state apart (another backend, a state already synced) or a
+    variable is not in it.
+
+    Why: `_jax_state`, `_jax_state_synced` and the order of its groups (the
+    model's `trainable_variables`, `non_trainable_variables`, its optimizer's
+    `variables`, `metrics_variables`, as `jax_state_sync` assigns them; a
+    `JaxTrainerWithOptimizers` names its groups with `_state_group`) are
+    private: Keras has no public read of one variable mid-epoch.
+
+    Args:
+        model: The `keras.Model` being trained.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import JaxStateReader
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> JaxStateReader(model).read(model.weights) is None  # no fit in progress
+    True
+    """
+
+    def __init__(self, model: Any):
+        self.model = model
+        self._where: dict[int, tuple[str, int]] = {}
+        self._state: Any = None  # the state the cache holds values of
+        self._cache: dict[int, Any] = {}
+
+    def _group(self, name: str) -> list:
+        group = getattr(self.model, "_state_group", None)
+        if group is not None:
+            return group(name)
+        if name == "optimizer_variables":
+            optimizer = getattr(self.model, "optimizer", None)
+            return [] if optimizer is None else optimizer.variables
+        return getattr(self.model, name)
+
+    def apart(self) -> bool:
+        """Whether a JAX `fit()` holds the trained state apart from the model now."""
+        state = getattr(self.model, "_jax_state", None)
+        return bool(state) and getattr(self.model, "_jax_state_synced", True) is False
+
+    def read(self, variables: list[Any]) -> list[Any] | None:
+        """The values of `variables` in the state apart (NumPy), or None."""
+        if not self.apart():
+            return None
+        state = self.model._jax_state
+        if state is not self._state:
+            self._state, self._cache = state, {}
+        wanted = [v for v in variables if id(v) not in self._cache]
+        if wanted:
+            if any(id(v) not in self._where for v in wanted):
+                self._where = {}
+                for name in _JAX_STATE:
+                    for index, variable in enumerate(self._group(name)):
+                        self._where.setdefault(id(variable), (name, index))
+            try:
+                arrays = [state[g][i] for g, i in (self._where[id(v)] for v in wanted)]
+            except (KeyError, IndexError, TypeError):
+                return None
+            import jax
+
+            for variable, value in zip(wanted, jax.device_get(arrays), strict=True):
+                self._cache[id(variable)] = value
+        return [self._cache[id(v)] for v in variables]
 
 
 def sync_jax_state(model: Any) -> None:
@@ -582,9 +661,30 @@ def learning_rate_schedule(optimizer: Any) -> Any | None:
     """
     import keras
 
-    raw = getattr(optimizer, "_learning_rate", None)
+    raw = learning_rate_source(optimizer)
     schedule = isinstance(raw, keras.optimizers.schedules.LearningRateSchedule)
     return raw if schedule else None
+
+
+def learning_rate_source(optimizer: Any) -> Any:
+    """What an optimizer's learning rate comes from, unevaluated: its
+    `LearningRateSchedule`, the variable holding it, a callable, or None.
+
+    Why: `optimizer.learning_rate` evaluates a schedule or a callable on the
+    optimizer's state now (between two steps of a JAX `fit()`, Keras keeps that
+    state apart from the variables); no public attribute gives the source.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer` (not a `LossScaleOptimizer`).
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps._compat import learning_rate_source
+    >>> float(learning_rate_source(keras.optimizers.SGD(0.25)))
+    0.25
+    """
+    return getattr(optimizer, "_learning_rate", None)
 
 
 def once_after_build(optimizer: Any, action: Callable[[], None]) -> None:

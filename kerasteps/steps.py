@@ -552,6 +552,49 @@ def micro_steps(model: keras.Model) -> int:
     return read_int(_compat.raw_iterations(_innermost(global_optimizer(model))))
 
 
+def learning_rate_variable(optimizer: Any) -> keras.Variable | None:
+    """Returns the variable that holds an optimizer's learning rate, or None.
+
+    None when the rate is a `LearningRateSchedule` (a function of the step:
+    `learning_rate_schedule` gives it, `learning_rate_at` evaluates it), a callable
+    or a number. Inside a `LossScaleOptimizer`, the inner optimizer's.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.steps import learning_rate_variable
+    >>> float(learning_rate_variable(keras.optimizers.SGD(0.5)))
+    0.5
+    >>> schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+    >>> learning_rate_variable(keras.optimizers.SGD(schedule)) is None
+    True
+    """
+    source = _compat.learning_rate_source(_innermost(optimizer))
+    return source if isinstance(source, keras.Variable) else None
+
+
+def learning_rate_schedule(optimizer: Any) -> Any | None:
+    """Returns the `LearningRateSchedule` an optimizer was given, or None.
+
+    Inside a `LossScaleOptimizer`, the inner optimizer's.
+
+    Args:
+        optimizer: A `keras.optimizers.Optimizer`.
+
+    Example:
+
+    >>> import keras
+    >>> from kerasteps.steps import learning_rate_schedule
+    >>> schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+    >>> learning_rate_schedule(keras.optimizers.SGD(schedule)) is schedule
+    True
+    """
+    return _compat.learning_rate_schedule(_innermost(optimizer))
+
+
 def learning_rate_at(optimizer: Any, step: int | None = None) -> float:
     """Returns the learning rate that the update making global step `step` applied.
 

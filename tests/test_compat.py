@@ -407,6 +407,68 @@ def test_sync_jax_state_calls_the_name_keras_has():
         )
 
 
+class _ReadsTheStateApart(keras.callbacks.Callback):
+    """Not async-safe (its ends on the training thread): at each batch end, what
+    `JaxStateReader` reads of `variables(model)`, then their values once synced."""
+
+    def __init__(self, variables):
+        super().__init__()
+        self.variables = variables
+        self.found: list[tuple] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        model = self._model  # `self.model` would sync the state first
+        variables = self.variables(model)
+        apart = _compat.JaxStateReader(model).read(variables)
+        sync_trained_state(model)
+        synced = [np.asarray(v) for v in variables]
+        self.found.append((apart, synced))
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("kind", ["plain", "wgan"])
+def test_jax_state_reader(kind):
+    """Mid-epoch under JAX, the reader gives what a sync puts into the variables
+    (metrics, optimizers' iterations and rates, a weight), for a plain model and
+    a model with its own optimizers (a WGAN: `_state_group`); on other backends,
+    nothing (None)."""
+    from tests.helpers import tiny_wgan
+
+    if kind == "plain":
+        model = _tiny_model(metrics=["mae"])
+        x = np.ones((8, 2), "float32")
+        data, targets = x, x[:, :1]
+
+        def variables(model):
+            optimizer = model.optimizer
+            rate = _compat.learning_rate_source(optimizer)
+            extra = [optimizer.iterations, rate, model.trainable_variables[0]]
+            return model.metrics_variables + extra
+    else:
+        model = tiny_wgan()
+        data = np.random.default_rng(0).normal(size=(16, 2)).astype("float32")
+        targets = None
+
+        def variables(model):
+            optimizers = [model.d_optimizer, model.g_optimizer]
+            return model.metrics_variables + [o.iterations for o in optimizers]
+
+    reader = _ReadsTheStateApart(variables)
+    model.fit(data, targets, batch_size=4, epochs=1, verbose=0, callbacks=[reader])
+    assert len(reader.found) >= 2
+    for apart, synced in reader.found:
+        if BACKEND != "jax":
+            assert apart is None
+            continue
+        assert apart is not None, "JaxStateReader: no state apart mid-epoch"
+        for a, b in zip(apart, synced, strict=True):
+            np.testing.assert_array_equal(np.asarray(a), b)
+    if BACKEND == "jax":  # the (generator's) iterations read: 1, 2, ...
+        at = len(reader.found[0][0]) - 3 if kind == "plain" else -1
+        steps = [int(np.asarray(apart[at])) for apart, _ in reader.found]
+        assert steps == list(range(1, len(steps) + 1))
+
+
 # -- optimizers -------------------------------------------------------------------
 @pytest.mark.neutral
 def test_raw_iterations():

@@ -106,6 +106,7 @@ class Dispatcher:
         saves_into = _SAVES_INTO.pop(model, None)  # under `get_dispatcher`'s lock
         self.carry = RunCarry(model, start_step, resume, going_on, saves_into)
         self.tracker = StepTracker(model, params)
+        self.carry.windows.state = self.tracker.state  # one reader of the state
         self._members: list[Member] = []
         # Chief-only callbacks on another worker: they do nothing, but their
         # schedules count, so that every worker reads the metric state at the same
@@ -369,6 +370,18 @@ class Dispatcher:
             return -1
         return self.tracker.quiet_limit(self._next_due)
 
+    def _reads_model(self, record: StepRecord) -> bool:
+        """True if a callback that may act at the step reads the model's state."""
+        return any(
+            m.callback.reads_model
+            and (
+                self._fires(m, record)
+                or m.callback.acts_between_steps
+                or m.callback.records_extras
+            )
+            for m in self._members
+        )
+
     def _reads_at(self, record: StepRecord) -> bool:
         """True if a callback that reduces values (on any worker) acts at the step."""
         members = self._members + self._passive
@@ -381,11 +394,21 @@ class Dispatcher:
         return min(dues, default=math.inf)
 
     def _dispatch(self, record: StepRecord) -> None:
-        # Every callback due at this step reads the trained state: under JAX it
-        # lives outside the model's variables mid-epoch until synced. This runs on
-        # the training thread, between two steps (see the module docstring), so the
-        # sync cannot race with the next step.
-        steps_lib.sync_trained_state(self.model)
+        # Under JAX the trained state lives outside the model's variables mid-epoch
+        # until synced. A callback that reads the model (a checkpoint, validation)
+        # needs it synced; this runs on the training thread, between two steps (see
+        # the module docstring), so the sync cannot race with the next step. Where
+        # the callbacks acting need only values, the metrics' state and the rates
+        # are read from the state apart, in one transfer, without the sync.
+        state = self.tracker.state
+        if state.apart():
+            rates = None if self.tracker.checking else self.tracker.rate_variables()
+            if (
+                rates is None
+                or self._reads_model(record)
+                or state.read(self.carry.windows.variables() + rates) is None
+            ):
+                steps_lib.sync_trained_state(self.model)
         if self.lockstep and self._reads_at(record):
             # every worker, before all else
             self.carry.windows.cumulative(record.step, record.logs)

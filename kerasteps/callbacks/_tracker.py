@@ -148,6 +148,8 @@ class StepTracker:
 
     def __init__(self, model: keras.Model, params: dict | None):
         self.model = model
+        #: Reads a JAX run's trained state without a sync (`_compat.JaxStateReader`).
+        self.state = _compat.JaxStateReader(model)
         self.counter_names = list(steps_lib.step_counter_variables(model))
         self.global_name = steps_lib.global_step_name(model)
         self.is_plain = steps_lib.is_plain(model)
@@ -187,6 +189,12 @@ class StepTracker:
         """True when counting batches in Python gives the step: no exact reads, no
         counter in the logs, no check still running."""
         return not (self._exact or self._reports_step or self._progress is not None)
+
+    @property
+    def checking(self) -> bool:
+        """True while the run's first steps are checked to move the step (the
+        check reads the trained state)."""
+        return self._progress is not None
 
     def read_true(self) -> tuple[int, int]:
         """The model's (global step, micro steps), from the trained state."""
@@ -277,6 +285,19 @@ class StepTracker:
         counters[self.global_name] = int(step)
         return counters
 
+    def rate_variables(self) -> list[Any] | None:
+        """The variables the learning rates are read from (a schedule needs none),
+        or None when a rate is neither (a callable: read through the model)."""
+        found = []
+        for optimizer in steps_lib.step_optimizers(self.model).values():
+            if optimizer is None or steps_lib.learning_rate_schedule(optimizer):
+                continue
+            variable = steps_lib.learning_rate_variable(optimizer)
+            if variable is None:
+                return None
+            found.append(variable)
+        return found
+
     def learning_rates(self, step: int) -> dict[str, float]:
         """The learning rate of each optimizer used by the update that made `step`."""
         rates: dict[str, float] = {}
@@ -286,6 +307,11 @@ class StepTracker:
                 continue
             at = step if optimizer is global_optimizer else None
             try:
+                variable = steps_lib.learning_rate_variable(optimizer)
+                held = None if variable is None else self.state.read([variable])
+                if held is not None:  # from the trained state apart (JAX)
+                    rates[name] = float(held[0])
+                    continue
                 rates[name] = steps_lib.learning_rate_at(optimizer, at)
             except Exception as error:  # noqa: BLE001 - report, do not stop training
                 if name not in self._warned:

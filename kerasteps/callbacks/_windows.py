@@ -97,6 +97,8 @@ class MetricWindows:
 
     def __init__(self, model: keras.Model):
         self.model = model
+        #: Reads a JAX run's trained state without a sync (the dispatcher's), or None.
+        self.state: Any = None
         self._metrics: dict[str, Any] | None = None  # key -> Mean metric
         self._reader: ScalarReader | None = None
         self._closed: State = {}
@@ -123,14 +125,23 @@ class MetricWindows:
                         found.setdefault(name, sub)
         return found
 
-    def _read_open_epoch(self) -> State:
-        steps_lib.sync_trained_state(self.model)
+    def variables(self) -> list[Any]:
+        """The `total` and `count` of each mean metric, in order."""
         if self._metrics is None:
+            steps_lib.sync_trained_state(self.model)  # the metrics' results name them
             self._metrics = self._discover()
-        variables = [v for metric in self._metrics.values() for v in metric.variables]
-        if self._reader is None or len(self._reader.variables) != len(variables):
-            self._reader = ScalarReader(variables)
-        pairs = np.array(self._reader(), dtype=np.float64).reshape(-1, 2)
+        return [v for metric in self._metrics.values() for v in metric.variables]
+
+    def _read_open_epoch(self) -> State:
+        variables = self.variables()
+        # A JAX run's state apart from the model (no sync of the whole model).
+        values = None if self.state is None else self.state.read(variables)
+        if values is None:
+            steps_lib.sync_trained_state(self.model)
+            if self._reader is None or len(self._reader.variables) != len(variables):
+                self._reader = ScalarReader(variables)
+            values = self._reader()
+        pairs = np.array(values, dtype=np.float64).reshape(-1, 2)
         return dict(zip(self._metrics, pairs, strict=True))
 
     def invalidate(self) -> None:

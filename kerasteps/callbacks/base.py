@@ -52,6 +52,12 @@ class StepCallback(keras.callbacks.Callback):
     the training thread.) The default, False, keeps every batch end of the run on
     the training thread, as any Keras callback with batch-end hooks does.
 
+    Under JAX the trained state lives apart from the model's variables between
+    steps. Where only callbacks with `reads_model = False` act (they use their
+    events' values, or `self.model`, which puts the state back itself), the
+    values come from that state in one transfer; otherwise the dispatcher puts
+    the state back into the model before the callbacks act (the default, True).
+
     Args:
         every: Positive int or `kerasteps.Every`, when `on_step` fires. `None` for a
             callback that only records values others provide.
@@ -97,6 +103,11 @@ class StepCallback(keras.callbacks.Callback):
     #: The callback may set `model.stop_training` from what it sees at a step: the
     #: ends of executions where it may act run on the training thread (see above).
     stops_training: ClassVar[bool] = False
+    #: The callback may read the model's variables where it acts (weights, an
+    #: optimizer's state): under JAX the dispatcher then puts the trained state
+    #: into them first. False for callbacks that use only what their events give
+    #: (values, rates, counters) and `self.model`, which syncs it itself.
+    reads_model: ClassVar[bool] = True
     #: Under a multi-worker `tf.distribute` strategy, act on the chief only (sinks).
     chief_only: ClassVar[bool] = False
     #: A provider's key prefix (`"val_"`): Keras's own values with it are warned of.

@@ -156,6 +156,7 @@ class LogEvery(StepCallback):
     records_extras = True
     chief_only = True
     async_safe = True
+    reads_model = False  # its events' values only
 
     def __init__(
         self,

@@ -90,6 +90,7 @@ class StepSink(StepCallback):
     records_extras = True
     chief_only = True
     async_safe = True
+    reads_model = False  # its events' values only
     #: True: `place` is one file; False: a directory.
     place_is_file: ClassVar[bool] = True
     #: What `drop_after` counts, for the INFO line (`"line(s)"`).

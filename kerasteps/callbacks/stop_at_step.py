@@ -57,6 +57,7 @@ class StopAtStep(StepCallback):
 
     role = "action"
     async_safe = True
+    reads_model = False  # its events' values only
     stops_training = True  # at ends on the training thread (`StepCallback`)
     reads_values = False
 

@@ -101,6 +101,7 @@ class StopOnNonFinite(StepCallback):
 
     role = "guard"
     async_safe = True
+    reads_model = False  # its events' values only
     stops_training = True  # at ends on the training thread (`StepCallback`)
     reads_values = False
 

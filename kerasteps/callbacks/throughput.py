@@ -48,6 +48,7 @@ class Throughput(StepCallback):
     role = "provider"
     reads_values = False
     async_safe = True
+    reads_model = False  # its events' values only
 
     def __init__(self, every: int | Every = 100, batch_size: int | None = None):
         super().__init__(Every.coerce(every, name="every"))

@@ -27,6 +27,7 @@ from kerasteps._variables import ScalarReader
 from kerasteps.callbacks import (
     JSONLinesLogger,
     LogEvery,
+    StepCallback,
     StepCheckpoint,
     StepEarlyStopping,
     StepReduceLROnPlateau,
@@ -322,6 +323,76 @@ def test_kerasteps_reads_the_state_on_the_training_thread_only(tmp_path, monkeyp
     monkeypatch.setattr(ScalarReader, "__call__", spy_read)
     fit(tmp_path, AsyncWitness())
     assert reads and set(reads) == {threading.get_ident()}
+
+
+class ReadsTheModel(StepCallback):
+    """Does nothing where it acts, but says it reads the model's state."""
+
+    async_safe = True
+
+    def on_step(self, event):
+        pass
+
+
+def test_a_point_of_sinks_reads_the_state_in_one_transfer_without_a_sync(
+    tmp_path, monkeypatch
+):
+    """Under JAX, at a point where only sinks act, the metrics' state and the
+    learning rate come from the state Keras keeps apart from the model, in one
+    transfer on the training thread, with no sync of the whole model; the lines
+    equal those of a run where a callback that reads the model has the state
+    synced at every point. (Other backends: no state apart, the lines equal.)"""
+    counts = {"transfers": 0, "syncs": 0}
+    training_thread = threading.get_ident()
+    sync = steps_lib.sync_trained_state
+
+    def spy_sync(model):
+        counts["syncs"] += getattr(model, "_jax_state_synced", True) is False
+        return sync(model)
+
+    monkeypatch.setattr(steps_lib, "sync_trained_state", spy_sync)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        device_get = jax.device_get
+
+        def spy_get(values):
+            counts["transfers"] += threading.get_ident() == training_thread
+            return device_get(values)
+
+        monkeypatch.setattr(jax, "device_get", spy_get)
+    runs = {}
+    for name, extra in [("sinks", []), ("synced", [ReadsTheModel(every=EVERY)])]:
+        counts.update(transfers=0, syncs=0)
+        model = tiny_model(metrics=["mae"])
+        x, y = tiny_data(EXAMPLES)
+        jsonl = tmp_path / f"{name}.jsonl"
+        sinks = [LogEvery(EVERY), JSONLinesLogger(str(jsonl), every=EVERY)]
+        model.fit(
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=EPOCHS,
+            verbose=0,
+            shuffle=False,
+            callbacks=[*sinks, *extra],
+        )
+        records = read_jsonl(jsonl)
+        for record in records:
+            del record["time"]
+        runs[name] = (records, dict(counts))
+    (records, sinks), (synced_records, synced) = runs["sinks"], runs["synced"]
+    assert records == synced_records
+    points = len(records)
+    assert points == 8 and "learning_rate" in records[0] and "mae" in records[0]
+    if keras.backend.backend() == "jax":
+        # The first point comes while the run checks that its step moves (a
+        # sync); the epochs' ends sync as Keras does.
+        assert points - 2 <= sinks["transfers"] <= points
+        assert synced["transfers"] == 0 and synced["syncs"] >= points
+        assert sinks["syncs"] <= synced["syncs"] - (points - 2)
+    else:
+        assert sinks["transfers"] == synced["transfers"] == 0
 
 
 @pytest.mark.skipif(

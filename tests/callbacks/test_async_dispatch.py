@@ -130,6 +130,16 @@ def saved_states(directory) -> dict[int, list[np.ndarray]]:
     return states
 
 
+def assert_same_states(weights, saved, other_weights, other_saved) -> None:
+    """Two runs' final weights and every checkpoint's weights equal, bitwise."""
+    for a, b in zip(weights, other_weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert sorted(saved) == sorted(other_saved)
+    for step, state in saved.items():
+        for a, b in zip(state, other_saved[step], strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"checkpoint of step {step}")
+
+
 @pytest.mark.parametrize("steps_per_execution", [1, 3])
 def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
     tmp_path, caplog, steps_per_execution
@@ -158,16 +168,11 @@ def test_an_async_run_writes_what_a_sync_run_writes_bitwise(
     assert records == async_run[0]
     assert scalars == async_run[1]
     assert lines == async_run[2] and len(lines) >= 8
-    for a, b in zip(weights, async_run[3], strict=True):
-        np.testing.assert_array_equal(a, b)
     executions = -(-EXAMPLES // BATCH // steps_per_execution)  # per epoch
     assert len(logs) == EPOCHS * executions
     assert logs == async_run[4]
-    assert sorted(saved) == sorted(async_run[5])
     assert len(saved) >= 4  # every 5 steps: 5 (6 with 3 steps per execution)...25
-    for step, state in saved.items():
-        for a, b in zip(state, async_run[5][step], strict=True):
-            np.testing.assert_array_equal(a, b, err_msg=f"checkpoint of step {step}")
+    assert_same_states(weights, saved, async_run[3], async_run[5])
 
 
 def test_the_async_run_was_async(tmp_path):
@@ -188,7 +193,7 @@ def _stops(case: str) -> list:
     """The callbacks that may stop training, each case with one that stops: at a
     step, on a validation that did not improve, on a non-finite loss (the
     targets of batch 9 are NaN), or on time."""
-    never = {
+    stopping = {
         "at-step": StopAtStep(20),
         "early": StepEarlyStopping("val_steps_loss", patience=1, min_delta=10.0),
         "non-finite": StopOnNonFinite(every=EVERY),
@@ -202,7 +207,7 @@ def _stops(case: str) -> list:
     }
     if case == "time":  # a run without validation
         del others["early"]
-    return [never[case], *(stop for name, stop in others.items() if name != case)]
+    return [stopping[case], *(stop for name, stop in others.items() if name != case)]
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 3])
@@ -224,21 +229,15 @@ def test_a_stop_under_async_dispatch_comes_at_the_step_of_a_sync_run(
         )
         final = steps_lib.global_step(model)
         weights = [np.asarray(w) for w in model.get_weights()]
-        runs.append((final, stops[0].stopped_step, records, scalars, weights))
         saved = saved_states(tmp_path / name / "ckpt")
-        runs[-1] += (saved,)
+        runs.append((final, stops[0].stopped_step, records, scalars, weights, saved))
     (final, stopped, records, scalars, weights, saved), async_run = runs
     assert stopped == final < EPOCHS * EXAMPLES // BATCH  # it stopped the run
     assert (final, stopped) == async_run[:2]
     # As text: a NaN equals a NaN there.
     assert json.dumps(records) == json.dumps(async_run[2])
     assert repr(scalars) == repr(async_run[3])
-    for a, b in zip(weights, async_run[4], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert sorted(saved) == sorted(async_run[5])
-    for step, state in saved.items():
-        for a, b in zip(state, async_run[5][step], strict=True):
-            np.testing.assert_array_equal(a, b, err_msg=f"checkpoint of step {step}")
+    assert_same_states(weights, saved, async_run[4], async_run[5])
     if keras.backend.backend() != "tensorflow" and steps_per_execution == 1:
         # Quiet ends ran on Keras's thread (with 3 steps per execution a sink is
         # due at every end: none is quiet).
